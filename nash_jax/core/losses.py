@@ -1,0 +1,101 @@
+"""Training objectives of self-play preference optimisation, as pure jit-able JAX functions.
+
+Every function computes in float32 whatever dtype its inputs come in, so bf16 logits from a model
+still give fp32 log-probs and losses. Notation follows the papers:
+
+  log-ratio   Δ(y) = log π_θ(y|x) − log π_ref(y|x)   (summed over response tokens)
+  win rate    P̂(y) = P(y ≻ π_t | x), estimated as a row mean of a K×K preference matrix
+
+SPPO: Wu et al. 2024 (arXiv 2405.00675). DPO: Rafailov et al. 2023. IPO: Azar et al. 2023.
+Nash-MD-PG: Munos et al. 2023 (arXiv 2312.00886).
+"""
+
+import jax
+import jax.numpy as jnp
+
+_F32 = jnp.float32
+
+
+def token_logprobs(logits, targets, mask):
+    """log softmax(logits)[target] per position, exactly 0 where mask is false.
+
+    logits [B, N, V], targets [B, N] int, mask [B, N] bool → [B, N] float32. Targets under a false
+    mask may be anything (−100, padding ids): they are never used as indices.
+    """
+    logits = logits.astype(_F32)
+    mask = mask.astype(bool)
+    safe_targets = jnp.where(mask, targets, 0)
+    picked = jnp.take_along_axis(logits, safe_targets[..., None], axis=-1)[..., 0]
+    logp = picked - jax.nn.logsumexp(logits, axis=-1)
+    return jnp.where(mask, logp, 0.0)
+
+
+def sequence_logprobs(logits, targets, mask):
+    """Σ_t log π(target_t | ·) over positions where mask is true → [B] float32.
+
+    The mask marks response tokens only; prompt and padding positions contribute exactly 0.
+    """
+    return jnp.sum(token_logprobs(logits, targets, mask), axis=-1)
+
+
+def win_rates(pref):
+    """P̂_i = mean_j P[i, j] → [..., K], for a [..., K, K] matrix with P[i, i] = 1/2.
+
+    Comparing each sample with all K (itself included, a tie worth 1/2) is the paper's estimator of
+    P(y_i ≻ π_t).
+    """
+    return jnp.mean(pref.astype(_F32), axis=-1)
+
+
+def sppo_loss(logp, logp_anchor, win_rate, eta):
+    """mean((log π_θ(y)/π_t(y) − η (P̂(y) − 1/2))²) over examples (SPPO, soft win-rate targets)."""
+    log_ratio = logp.astype(_F32) - logp_anchor.astype(_F32)
+    target = eta * (win_rate.astype(_F32) - 0.5)
+    return jnp.mean((log_ratio - target) ** 2)
+
+
+def _pair_log_ratios(logp_w, ref_w, logp_l, ref_l):
+    """Winner's and loser's log-ratios Δ(y_w), Δ(y_l), in float32."""
+    a = logp_w.astype(_F32) - ref_w.astype(_F32)
+    b = logp_l.astype(_F32) - ref_l.astype(_F32)
+    return a, b
+
+
+def sppo_hard_loss(logp_w, ref_w, logp_l, ref_l, beta):
+    """mean((Δ_w − 1/(2β))² + (Δ_l + 1/(2β))²): SPPO with hard labels (TRL's "sppo_hard").
+
+    Equals two soft SPPO terms with η = 1/β and win rates 1 (winner) and 0 (loser); unlike DPO and
+    IPO it pins each log-ratio separately, so the winner's likelihood must rise.
+    """
+    a, b = _pair_log_ratios(logp_w, ref_w, logp_l, ref_l)
+    half_margin = 0.5 / beta
+    return jnp.mean((a - half_margin) ** 2 + (b + half_margin) ** 2)
+
+
+def dpo_loss(logp_w, ref_w, logp_l, ref_l, beta):
+    """mean(−log σ(β (Δ_w − Δ_l))) (DPO, sigmoid loss)."""
+    a, b = _pair_log_ratios(logp_w, ref_w, logp_l, ref_l)
+    return jnp.mean(-jax.nn.log_sigmoid(beta * (a - b)))
+
+
+def ipo_loss(logp_w, ref_w, logp_l, ref_l, beta):
+    """mean((Δ_w − Δ_l − 1/(2β))²) on summed (not length-averaged) log-ratios (IPO).
+
+    This is the form of the IPO paper and of the official SPPO repository's baseline; TRL divides
+    each log-ratio by its token count first.
+    """
+    a, b = _pair_log_ratios(logp_w, ref_w, logp_l, ref_l)
+    return jnp.mean((a - b - 0.5 / beta) ** 2)
+
+
+def nash_md_pg_loss(logp, logp_ref, pref_vs_opponent, tau):
+    """Surrogate of the regularised REINFORCE step of Nash-MD-PG, averaged over examples.
+
+    Its gradient is −mean((P(y ≻ y') − 1/2 − τ·sg(log π_θ(y) − log μ(y))) ∇ log π_θ(y)), y ~ π_θ,
+    y' ~ the geometric mixture of π_θ and μ. The stop-gradient on the log-ratio makes the KL term
+    the score-function estimator of ∇ KL(π_θ ‖ μ); without it the KL gradient is wrong.
+    """
+    logp = logp.astype(_F32)
+    log_ratio = jax.lax.stop_gradient(logp - logp_ref.astype(_F32))
+    advantage = jax.lax.stop_gradient(pref_vs_opponent.astype(_F32) - 0.5 - tau * log_ratio)
+    return -jnp.mean(advantage * logp)
