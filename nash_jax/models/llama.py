@@ -1,0 +1,302 @@
+"""The Llama family of decoders in Flax NNX: Llama 2/3, Mistral, Qwen2, Qwen3.
+
+The variants differ only in flags of `LlamaConfig`: q/k/v (and o) biases for Qwen2 and Llama with
+`attention_bias`, per-head q/k RMSNorm for Qwen3, the `llama3` RoPE frequency scaling, sliding-window
+layers, tied embeddings. Numerics follow transformers: RMSNorm and softmax in fp32, matmuls in the
+compute dtype, logits returned in fp32.
+
+Forward: `model(tokens [B, T], positions [B, T], segment_ids [B, T], cache=None) -> (logits, cache)`.
+Segment id 0 marks padding; a token attends to earlier tokens of its own segment, so left padding,
+right padding and packed sequences all work. With a `KVCache`, the T new tokens are written at slots
+`cache.end .. cache.end + T - 1` and attend to everything already in the cache: one call with the whole
+prompt is the prefill, calls with T = 1 are decode steps.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+_MASKED = -1e30  # finite, so that a fully masked (padding) query row stays NaN-free
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_scaling: tuple = ()  # sorted (key, value) items of transformers' rope dict (hashable)
+    tie_word_embeddings: bool = False
+    qkv_bias: bool = False  # Qwen2; Llama's attention_bias sets this and o_bias
+    o_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False  # Qwen3
+    sliding_windows: tuple = ()  # per layer: window length or None; empty = full attention everywhere
+    dtype: str = "float32"  # compute dtype
+    param_dtype: str = "float32"
+    remat: bool = False  # rematerialise each layer in the backward pass
+    hf_config: dict = field(default_factory=dict, compare=False, repr=False)  # config.json as read
+
+    def __post_init__(self):
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads={self.num_heads} is not a multiple of "
+                             f"num_kv_heads={self.num_kv_heads}")
+        if self.sliding_windows and len(self.sliding_windows) != self.num_layers:
+            raise ValueError(f"{len(self.sliding_windows)} sliding windows for {self.num_layers} layers")
+
+    def window(self, layer):
+        return self.sliding_windows[layer] if self.sliding_windows else None
+
+
+def rope_inverse_frequencies(config):
+    """[head_dim / 2] float32 inverse frequencies, with transformers' `llama3`/`linear` scaling."""
+    dim = config.head_dim
+    inv_freq = 1.0 / (np.float32(config.rope_theta) ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    scaling = dict(config.rope_scaling)
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind == "default":
+        return inv_freq.astype(np.float32)
+    if kind == "linear":
+        return (inv_freq / scaling["factor"]).astype(np.float32)
+    if kind == "llama3":
+        factor = scaling["factor"]
+        low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+        old_context = scaling["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv_freq
+        scaled = np.where(wavelen > old_context / low, inv_freq / factor, inv_freq)
+        smooth = (old_context / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < old_context / high) & ~(wavelen > old_context / low)
+        return np.where(medium, smoothed, scaled).astype(np.float32)
+    raise ValueError(f"unsupported rope_type {kind!r}; supported: default, linear, llama3")
+
+
+def apply_rope(x, positions, inv_freq):
+    """Rotate x [B, T, H, D] by its positions [B, T] (transformers' rotate-half convention)."""
+    angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [B, T, D/2]
+    angles = jnp.concatenate([angles, angles], axis=-1)[:, :, None, :]
+    cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)
+    half = x.shape[-1] // 2
+    rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * cos + rotated * sin
+
+
+def positions_from_segments(segment_ids):
+    """Positions 0, 1, 2, ... counted within each row's real tokens (padding gets 0)."""
+    real = segment_ids > 0
+    return jnp.where(real, jnp.cumsum(real, axis=-1) - 1, 0).astype(jnp.int32)
+
+
+@flax.struct.dataclass
+class KVCache:
+    """Keys and values of every layer for S slots, filled left to right.
+
+    keys, values [L, B, S, kv_heads, head_dim]; segment_ids [B, S] (0 = empty or padding);
+    end: the next slot to write (a scalar shared by the batch: prompts are left-padded).
+    """
+
+    keys: jax.Array
+    values: jax.Array
+    segment_ids: jax.Array
+    end: jax.Array
+
+    @classmethod
+    def create(cls, config, batch, length, dtype=None):
+        dtype = jnp.dtype(dtype or config.dtype)
+        shape = (config.num_layers, batch, length, config.num_kv_heads, config.head_dim)
+        return cls(keys=jnp.zeros(shape, dtype), values=jnp.zeros(shape, dtype),
+                   segment_ids=jnp.zeros((batch, length), jnp.int32), end=jnp.zeros((), jnp.int32))
+
+    @property
+    def length(self):
+        return self.keys.shape[2]
+
+
+def _param(rngs, shape, axes, dtype, init="normal"):
+    if init == "ones":
+        value = jnp.ones(shape, dtype)
+    elif init == "zeros":
+        value = jnp.zeros(shape, dtype)
+    else:
+        value = (0.02 * jax.random.normal(rngs.params(), shape)).astype(dtype)
+    return nnx.Param(value, logical_axes=axes)
+
+
+class RMSNorm(nnx.Module):
+    def __init__(self, dim, eps, axis_name, param_dtype, rngs):
+        self.weight = _param(rngs, (dim,), (axis_name,), param_dtype, init="ones")
+        self.eps = eps
+
+    def __call__(self, x):
+        x32 = x.astype(jnp.float32)
+        normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+        return self.weight[...].astype(x.dtype) * normed.astype(x.dtype)
+
+
+class Attention(nnx.Module):
+    def __init__(self, config, layer, rngs):
+        c, pd = config, config.param_dtype
+        self.config, self.window = config, config.window(layer)
+        self.q_proj = _param(rngs, (c.hidden_size, c.num_heads, c.head_dim),
+                             ("embed", "heads", "head_dim"), pd)
+        self.k_proj = _param(rngs, (c.hidden_size, c.num_kv_heads, c.head_dim),
+                             ("embed", "kv_heads", "head_dim"), pd)
+        self.v_proj = _param(rngs, (c.hidden_size, c.num_kv_heads, c.head_dim),
+                             ("embed", "kv_heads", "head_dim"), pd)
+        self.o_proj = _param(rngs, (c.num_heads, c.head_dim, c.hidden_size),
+                             ("heads", "head_dim", "embed"), pd)
+        if c.qkv_bias:
+            self.q_bias = _param(rngs, (c.num_heads, c.head_dim), ("heads", "head_dim"), pd, "zeros")
+            self.k_bias = _param(rngs, (c.num_kv_heads, c.head_dim), ("kv_heads", "head_dim"), pd,
+                                 "zeros")
+            self.v_bias = _param(rngs, (c.num_kv_heads, c.head_dim), ("kv_heads", "head_dim"), pd,
+                                 "zeros")
+        if c.o_bias:
+            self.o_bias = _param(rngs, (c.hidden_size,), ("embed",), pd, "zeros")
+        if c.qk_norm:
+            self.q_norm = RMSNorm(c.head_dim, c.rms_norm_eps, "head_dim", pd, rngs)
+            self.k_norm = RMSNorm(c.head_dim, c.rms_norm_eps, "head_dim", pd, rngs)
+
+    def _project(self, x, name):
+        dtype = x.dtype
+        y = jnp.einsum("bte,ehd->bthd", x, getattr(self, f"{name}_proj")[...].astype(dtype))
+        if self.config.qkv_bias:
+            y = y + getattr(self, f"{name}_bias")[...].astype(dtype)
+        return y
+
+    def __call__(self, x, positions, segment_ids, inv_freq, cache=None):
+        """cache: None, or (keys, values [L, B, S, KV, D], key_segments [B, S], layer, end); the
+        new keys and values are written into it at (layer, end) and it is returned updated."""
+        c = self.config
+        q, k, v = (self._project(x, name) for name in ("q", "k", "v"))
+        if c.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq)
+
+        t = x.shape[1]
+        if cache is None:
+            keys, values, key_segments = k, v, segment_ids
+            query_slots = key_slots = jnp.arange(t)
+        else:
+            all_keys, all_values, key_segments, layer, end = cache
+            at = (layer, 0, end, 0, 0)
+            all_keys = jax.lax.dynamic_update_slice(all_keys, k[None].astype(all_keys.dtype), at)
+            all_values = jax.lax.dynamic_update_slice(all_values, v[None].astype(all_values.dtype), at)
+            keys, values = all_keys[layer], all_values[layer]
+            query_slots, key_slots = end + jnp.arange(t), jnp.arange(keys.shape[1])
+            cache = (all_keys, all_values, key_segments, layer, end)
+        out = attend(q, keys.astype(q.dtype), values.astype(q.dtype), segment_ids, key_segments,
+                     query_slots, key_slots, self.window)
+        y = jnp.einsum("bthd,hde->bte", out, self.o_proj[...].astype(x.dtype))
+        if c.o_bias:
+            y = y + self.o_bias[...].astype(x.dtype)
+        return y, cache
+
+
+def attend(q, k, v, query_segments, key_segments, query_slots, key_slots, window):
+    """Grouped-query attention with a causal, segment and optional sliding-window mask.
+
+    q [B, T, H, D]; k, v [B, S, KV, D]; segments [B, T] / [B, S]; slots [T] / [S] are positions in
+    the sequence buffer, used for causality and the window.
+    """
+    b, t, h, d = q.shape
+    kv = k.shape[2]
+    q = q.reshape(b, t, kv, h // kv, d)
+    scores = jnp.einsum("btkgd,bskd->bkgts", q, k).astype(jnp.float32) / math.sqrt(d)
+    allowed = ((query_segments[:, :, None] == key_segments[:, None, :])
+               & (key_segments[:, None, :] > 0)
+               & (key_slots[None, None, :] <= query_slots[None, :, None]))
+    if window is not None:
+        allowed &= query_slots[None, :, None] - key_slots[None, None, :] < window
+    scores = jnp.where(allowed[:, None, None], scores, _MASKED)
+    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
+    return out.reshape(b, t, h, d)
+
+
+class MLP(nnx.Module):
+    def __init__(self, config, rngs):
+        c, pd = config, config.param_dtype
+        self.gate_proj = _param(rngs, (c.hidden_size, c.intermediate_size), ("embed", "mlp"), pd)
+        self.up_proj = _param(rngs, (c.hidden_size, c.intermediate_size), ("embed", "mlp"), pd)
+        self.down_proj = _param(rngs, (c.intermediate_size, c.hidden_size), ("mlp", "embed"), pd)
+        if c.mlp_bias:
+            self.gate_bias = _param(rngs, (c.intermediate_size,), ("mlp",), pd, "zeros")
+            self.up_bias = _param(rngs, (c.intermediate_size,), ("mlp",), pd, "zeros")
+            self.down_bias = _param(rngs, (c.hidden_size,), ("embed",), pd, "zeros")
+        self.bias = c.mlp_bias
+
+    def __call__(self, x):
+        dtype = x.dtype
+
+        def linear(inputs, name):
+            y = inputs @ getattr(self, f"{name}_proj")[...].astype(dtype)
+            return y + getattr(self, f"{name}_bias")[...].astype(dtype) if self.bias else y
+
+        return linear(jax.nn.silu(linear(x, "gate")) * linear(x, "up"), "down")
+
+
+class DecoderLayer(nnx.Module):
+    def __init__(self, config, layer, rngs):
+        pd = config.param_dtype
+        self.input_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, "norm", pd, rngs)
+        self.attn = Attention(config, layer, rngs)
+        self.post_attn_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, "norm", pd, rngs)
+        self.mlp = MLP(config, rngs)
+
+    def __call__(self, x, positions, segment_ids, inv_freq, cache=None):
+        attn_out, cache = self.attn(self.input_norm(x), positions, segment_ids, inv_freq, cache)
+        x = x + attn_out
+        return x + self.mlp(self.post_attn_norm(x)), cache
+
+
+class Llama(nnx.Module):
+    def __init__(self, config, *, rngs):
+        c, pd = config, config.param_dtype
+        self.config = config
+        self.embed = _param(rngs, (c.vocab_size, c.hidden_size), ("vocab", "embed"), pd)
+        self.layers = nnx.List([DecoderLayer(c, i, rngs) for i in range(c.num_layers)])
+        self.final_norm = RMSNorm(c.hidden_size, c.rms_norm_eps, "norm", pd, rngs)
+        if not c.tie_word_embeddings:
+            self.lm_head = _param(rngs, (c.vocab_size, c.hidden_size), ("vocab", "embed"), pd)
+
+    def __call__(self, tokens, positions=None, segment_ids=None, cache=None):
+        """logits [B, T, V] float32 and the updated cache (None without one)."""
+        c = self.config
+        dtype = jnp.dtype(c.dtype)
+        if segment_ids is None:
+            segment_ids = jnp.ones(tokens.shape, jnp.int32)
+        if positions is None:
+            positions = positions_from_segments(segment_ids)
+        inv_freq = jnp.asarray(rope_inverse_frequencies(c))
+        x = jnp.take(self.embed[...], tokens, axis=0).astype(dtype)
+
+        layer_cache = None
+        if cache is not None:
+            key_segments = jax.lax.dynamic_update_slice(cache.segment_ids,
+                                                        segment_ids.astype(jnp.int32), (0, cache.end))
+            layer_cache = (cache.keys, cache.values, key_segments, 0, cache.end)
+        for i, layer in enumerate(self.layers):
+            if layer_cache is not None:
+                layer_cache = layer_cache[:3] + (i, cache.end)
+            run = nnx.remat(type(layer).__call__) if c.remat else type(layer).__call__
+            x, layer_cache = run(layer, x, positions, segment_ids, inv_freq, layer_cache)
+
+        x = self.final_norm(x)
+        head = self.embed if c.tie_word_embeddings else self.lm_head
+        logits = jnp.einsum("bte,ve->btv", x, head[...].astype(dtype)).astype(jnp.float32)
+        if cache is None:
+            return logits, None
+        keys, values, key_segments = layer_cache[:3]
+        return logits, KVCache(keys=keys, values=values, segment_ids=key_segments,
+                               end=cache.end + tokens.shape[1])

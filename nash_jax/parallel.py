@@ -1,0 +1,93 @@
+"""Meshes and the one table that maps logical axis names to mesh axes.
+
+Every parameter names its axes logically (`vocab`, `embed`, `heads`, ...) in its `logical_axes`
+metadata; `LOGICAL_AXIS_RULES` decides where each goes on the mesh `("data", "fsdp", "tensor")`. A mesh
+axis that does not divide a dimension is dropped for that tensor (it is replicated along that axis
+instead), so a model with 2 KV heads still loads on a mesh with tensor=4.
+"""
+
+import math
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+MESH_AXES = ("data", "fsdp", "tensor")
+
+LOGICAL_AXIS_RULES = {
+    "batch": ("data", "fsdp"),
+    "vocab": "tensor",
+    "embed": "fsdp",
+    "heads": "tensor",
+    "kv_heads": "tensor",
+    "mlp": "tensor",
+    "head_dim": None,
+    "norm": None,
+    "length": None,
+}
+
+
+def make_mesh(data=1, fsdp=-1, tensor=1, devices=None):
+    """A Mesh with axes ("data", "fsdp", "tensor"); one size may be -1, meaning all the rest."""
+    devices = list(jax.devices() if devices is None else devices)
+    sizes = {"data": data, "fsdp": fsdp, "tensor": tensor}
+    free = [name for name, size in sizes.items() if size == -1]
+    if len(free) > 1 or any(size == 0 or size < -1 for size in sizes.values()):
+        raise ValueError(f"mesh sizes must be positive, with at most one -1; got {sizes}")
+    fixed = math.prod(size for size in sizes.values() if size != -1)
+    if free:
+        if len(devices) % fixed:
+            raise ValueError(f"mesh {sizes}: {len(devices)} devices are not a multiple of {fixed}")
+        sizes[free[0]] = len(devices) // fixed
+    if math.prod(sizes.values()) != len(devices):
+        raise ValueError(f"mesh {sizes} needs {math.prod(sizes.values())} devices; "
+                         f"{len(devices)} are available")
+    shape = tuple(sizes[name] for name in MESH_AXES)
+    return Mesh(np.asarray(devices).reshape(shape), MESH_AXES)
+
+
+def logical_to_spec(logical_axes, shape, mesh, rules=None):
+    """PartitionSpec for a tensor of `shape` whose dimensions carry `logical_axes` names."""
+    rules = LOGICAL_AXIS_RULES if rules is None else rules
+    if len(logical_axes) != len(shape):
+        raise ValueError(f"logical axes {logical_axes} do not match shape {shape}")
+    used = set()
+    spec = []
+    for name, dim in zip(logical_axes, shape):
+        target = rules.get(name) if name is not None else None
+        if name is not None and name not in rules:
+            raise ValueError(f"logical axis {name!r} has no rule; known: {sorted(rules)}")
+        axes = (target,) if isinstance(target, str) else tuple(target or ())
+        # Keep only mesh axes of size > 1 that are unused so far and divide the dimension.
+        kept = []
+        for axis in axes:
+            size = mesh.shape[axis]
+            if size > 1 and axis not in used and dim % (size * math.prod(
+                    mesh.shape[a] for a in kept)) == 0:
+                kept.append(axis)
+        used.update(kept)
+        spec.append(None if not kept else kept[0] if len(kept) == 1 else tuple(kept))
+    return PartitionSpec(*spec)
+
+
+def state_shardings(state, mesh, rules=None):
+    """NamedSharding for every variable of an NNX state (abstract or concrete), by its logical axes.
+
+    Variables without `logical_axes` metadata (RNG counters, step counts) are replicated.
+    """
+    return jax.tree.map(lambda v: variable_sharding(v, mesh, rules), state,
+                        is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def variable_sharding(variable, mesh, rules=None):
+    """NamedSharding of one NNX variable from its `logical_axes` metadata (replicated without)."""
+    names = variable.get_metadata().get("logical_axes")
+    shape = variable.get_value().shape
+    spec = PartitionSpec() if names is None else logical_to_spec(names, shape, mesh, rules)
+    return NamedSharding(mesh, spec)
+
+
+def batch_sharding(mesh, ndim):
+    """Shard the leading (batch) dimension over ("data", "fsdp"), replicate the rest."""
+    return NamedSharding(mesh, PartitionSpec(("data", "fsdp"), *([None] * (ndim - 1))))

@@ -1,0 +1,59 @@
+"""Tiny Hugging Face decoders built with transformers' PyTorch classes and saved with save_pretrained.
+
+Every parameter (norm scales and biases included) is re-drawn at random so that a mis-mapped tensor
+cannot hide behind transformers' ones/zeros initialisation.
+"""
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+COMMON = dict(vocab_size=101, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=256)
+
+VARIANTS = {
+    "llama_gqa": ("LlamaConfig", "LlamaForCausalLM", {}),
+    "llama3_rope_scaling": ("LlamaConfig", "LlamaForCausalLM", {"rope_parameters": {
+        "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}),
+    "llama_biases": ("LlamaConfig", "LlamaForCausalLM", {"attention_bias": True, "mlp_bias": True}),
+    "mistral_sliding_window": ("MistralConfig", "MistralForCausalLM", {"sliding_window": 4}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {}),
+    "qwen3_tied": ("Qwen3Config", "Qwen3ForCausalLM", {"tie_word_embeddings": True}),
+}
+
+
+def build_torch_model(variant, seed=0):
+    config_class, model_class, extra = VARIANTS[variant]
+    config = getattr(transformers, config_class)(**{**COMMON, **extra})
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_class)(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            scale = 0.3 if name.endswith("norm.weight") else 0.08
+            base = 1.0 if name.endswith("norm.weight") else 0.0
+            param.copy_(base + scale * torch.randn_like(param))
+    return model
+
+
+@pytest.fixture(scope="session")
+def hf_model_dir(tmp_path_factory):
+    """variant -> (directory with config.json + model.safetensors, the torch model)."""
+    cache = {}
+
+    def make(variant):
+        if variant not in cache:
+            model = build_torch_model(variant)
+            path = tmp_path_factory.mktemp(variant)
+            model.save_pretrained(path)
+            cache[variant] = (path, model)
+        return cache[variant]
+
+    return make
+
+
+def torch_logits(model, tokens, **kwargs):
+    with torch.no_grad():
+        return model(torch.as_tensor(np.asarray(tokens)), **kwargs).logits.float().numpy()
