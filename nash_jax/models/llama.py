@@ -283,6 +283,7 @@ class Llama(nnx.Module):
 
         layer_cache = None
         if cache is not None:
+            _check_cache_room(cache, tokens.shape[1])
             key_segments = jax.lax.dynamic_update_slice(cache.segment_ids,
                                                         segment_ids.astype(jnp.int32), (0, cache.end))
             layer_cache = (cache.keys, cache.values, key_segments, 0, cache.end)
@@ -300,3 +301,15 @@ class Llama(nnx.Module):
         keys, values, key_segments = layer_cache[:3]
         return logits, KVCache(keys=keys, values=values, segment_ids=key_segments,
                                end=cache.end + tokens.shape[1])
+
+
+def _check_cache_room(cache, new_tokens):
+    """Writing past the end would be clamped silently by dynamic_update_slice; refuse it when the
+    fill level is known (outside jit). The sampler sizes its caches so this never triggers inside."""
+    try:
+        end = int(cache.end)
+    except (jax.errors.ConcretizationTypeError, TypeError):
+        return
+    if end + new_tokens > cache.length:
+        raise ValueError(f"KV cache holds {cache.length} slots, {end} are filled; "
+                         f"{new_tokens} more tokens do not fit")

@@ -116,3 +116,12 @@ def test_remat_gives_the_same_gradients(hf_model_dir):
     remat = grads(load_pretrained(path, remat=True))
     for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(remat)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
+
+
+def test_cache_overflow_is_refused(hf_model_dir):
+    path, _ = hf_model_dir("llama_gqa")
+    model = load_pretrained(path)
+    cache = KVCache.create(model.config, batch=1, length=4)
+    _, cache = model(jnp.zeros((1, 3), jnp.int32), cache=cache)
+    with pytest.raises(ValueError, match="KV cache holds 4 slots, 3 are filled; 2 more tokens"):
+        model(jnp.zeros((1, 2), jnp.int32), cache=cache)
