@@ -81,14 +81,16 @@ def rope_inverse_frequencies(config):
     raise ValueError(f"unsupported rope_type {kind!r}; supported: default, linear, llama3")
 
 
-def apply_rope(x, positions, inv_freq):
-    """Rotate x [B, T, H, D] by its positions [B, T] (transformers' rotate-half convention)."""
-    angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [B, T, D/2]
-    angles = jnp.concatenate([angles, angles], axis=-1)[:, :, None, :]
-    cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)
-    half = x.shape[-1] // 2
-    rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
-    return x * cos + rotated * sin
+def rope_tables(positions, inv_freq, dtype):
+    """cos, sin [B, T, 1, D/2] for positions [B, T]; computed once per forward, shared by layers."""
+    angles = positions.astype(jnp.float32)[..., None, None] * inv_freq
+    return jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype)
+
+
+def apply_rope(x, cos, sin):
+    """Rotate x [B, T, H, D] (transformers' rotate-half convention: pairs (i, i + D/2))."""
+    x1, x2 = jnp.split(x, 2, axis=-1)
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
 def positions_from_segments(segment_ids):
@@ -174,54 +176,61 @@ class Attention(nnx.Module):
             y = y + getattr(self, f"{name}_bias")[...].astype(dtype)
         return y
 
-    def __call__(self, x, positions, segment_ids, inv_freq, cache=None):
-        """cache: None, or (keys, values [L, B, S, KV, D], key_segments [B, S], layer, end); the
-        new keys and values are written into it at (layer, end) and it is returned updated."""
+    def __call__(self, x, rope, masks, cache=None):
+        """rope: (cos, sin) tables; masks: {window: bool [B, 1, 1, T, S]}; cache: None, or
+        (keys, values [L, B, S, KV, D], layer, end): the new keys and values are written into it at
+        (layer, end), attention reads the whole layer, and the updated cache is returned."""
         c = self.config
         q, k, v = (self._project(x, name) for name in ("q", "k", "v"))
         if c.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq)
-
-        t = x.shape[1]
+        q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if cache is None:
-            keys, values, key_segments = k, v, segment_ids
-            query_slots = key_slots = jnp.arange(t)
+            keys, values = k, v
         else:
-            all_keys, all_values, key_segments, layer, end = cache
+            all_keys, all_values, layer, end = cache
             at = (layer, 0, end, 0, 0)
             all_keys = jax.lax.dynamic_update_slice(all_keys, k[None].astype(all_keys.dtype), at)
             all_values = jax.lax.dynamic_update_slice(all_values, v[None].astype(all_values.dtype), at)
-            keys, values = all_keys[layer], all_values[layer]
-            query_slots, key_slots = end + jnp.arange(t), jnp.arange(keys.shape[1])
-            cache = (all_keys, all_values, key_segments, layer, end)
-        out = attend(q, keys.astype(q.dtype), values.astype(q.dtype), segment_ids, key_segments,
-                     query_slots, key_slots, self.window)
+            keys, values = all_keys[layer].astype(q.dtype), all_values[layer].astype(q.dtype)
+            cache = (all_keys, all_values, layer, end)
+        out = attend(q, keys, values, masks[str(self.window)])
         y = jnp.einsum("bthd,hde->bte", out, self.o_proj[...].astype(x.dtype))
         if c.o_bias:
             y = y + self.o_bias[...].astype(x.dtype)
         return y, cache
 
 
-def attend(q, k, v, query_segments, key_segments, query_slots, key_slots, window):
-    """Grouped-query attention with a causal, segment and optional sliding-window mask.
+def attention_mask(query_segments, key_segments, query_slots, key_slots, window):
+    """bool [B, 1, 1, T, S]: same segment, key not padding, causal, and within the sliding window.
 
-    q [B, T, H, D]; k, v [B, S, KV, D]; segments [B, T] / [B, S]; slots [T] / [S] are positions in
-    the sequence buffer, used for causality and the window.
+    Segments are [B, T] / [B, S]; slots [T] / [S] are positions in the sequence buffer.
     """
-    b, t, h, d = q.shape
-    kv = k.shape[2]
-    q = q.reshape(b, t, kv, h // kv, d)
-    scores = jnp.einsum("btkgd,bskd->bkgts", q, k).astype(jnp.float32) / math.sqrt(d)
     allowed = ((query_segments[:, :, None] == key_segments[:, None, :])
                & (key_segments[:, None, :] > 0)
                & (key_slots[None, None, :] <= query_slots[None, :, None]))
     if window is not None:
         allowed &= query_slots[None, :, None] - key_slots[None, None, :] < window
-    scores = jnp.where(allowed[:, None, None], scores, _MASKED)
-    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-    out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
-    return out.reshape(b, t, h, d)
+    return allowed[:, None, None]
+
+
+def attend(q, k, v, mask):
+    """Grouped-query attention: q [B, T, H, D]; k, v [B, S, KV, D]; mask [B, 1, 1, T, S].
+
+    Heads go first and the G query heads that share a KV head are stacked along the query axis, so
+    both matmuls are plain batched matmuls over (B, KV): on XLA:CPU this layout runs about 1.3x faster
+    forward+backward than a 5-d einsum over [B, T, KV, G, D].
+    """
+    b, t, h, d = q.shape
+    s, kv = k.shape[1], k.shape[2]
+    g = h // kv
+    q = (q * (1.0 / math.sqrt(d))).reshape(b, t, kv, g, d).transpose(0, 2, 3, 1, 4)
+    q = q.reshape(b, kv, g * t, d)
+    k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, KV, S, D]
+    scores = jnp.einsum("bkqd,bksd->bkqs", q, k).astype(jnp.float32).reshape(b, kv, g, t, s)
+    probs = jax.nn.softmax(jnp.where(mask, scores, _MASKED), axis=-1).astype(v.dtype)
+    out = jnp.einsum("bkqs,bksd->bkqd", probs.reshape(b, kv, g * t, s), v)
+    return out.reshape(b, kv, g, t, d).transpose(0, 3, 1, 2, 4).reshape(b, t, h, d)
 
 
 class MLP(nnx.Module):
@@ -254,8 +263,8 @@ class DecoderLayer(nnx.Module):
         self.post_attn_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, "norm", pd, rngs)
         self.mlp = MLP(config, rngs)
 
-    def __call__(self, x, positions, segment_ids, inv_freq, cache=None):
-        attn_out, cache = self.attn(self.input_norm(x), positions, segment_ids, inv_freq, cache)
+    def __call__(self, x, rope, masks, cache=None):
+        attn_out, cache = self.attn(self.input_norm(x), rope, masks, cache)
         x = x + attn_out
         return x + self.mlp(self.post_attn_norm(x)), cache
 
@@ -278,29 +287,34 @@ class Llama(nnx.Module):
             segment_ids = jnp.ones(tokens.shape, jnp.int32)
         if positions is None:
             positions = positions_from_segments(segment_ids)
-        inv_freq = jnp.asarray(rope_inverse_frequencies(c))
+        rope = rope_tables(positions, jnp.asarray(rope_inverse_frequencies(c)), dtype)
         x = jnp.take(self.embed[...], tokens, axis=0).astype(dtype)
 
-        layer_cache = None
-        if cache is not None:
-            _check_cache_room(cache, tokens.shape[1])
+        t = tokens.shape[1]
+        if cache is None:
+            key_segments, query_slots, key_slots = segment_ids, jnp.arange(t), jnp.arange(t)
+        else:
+            _check_cache_room(cache, t)
             key_segments = jax.lax.dynamic_update_slice(cache.segment_ids,
                                                         segment_ids.astype(jnp.int32), (0, cache.end))
-            layer_cache = (cache.keys, cache.values, key_segments, 0, cache.end)
+            query_slots, key_slots = cache.end + jnp.arange(t), jnp.arange(cache.length)
+            keys, values = cache.keys, cache.values
+        masks = {str(window): attention_mask(segment_ids, key_segments, query_slots, key_slots, window)
+                 for window in {c.window(i) for i in range(c.num_layers)}}
+
         for i, layer in enumerate(self.layers):
-            if layer_cache is not None:
-                layer_cache = layer_cache[:3] + (i, cache.end)
+            layer_cache = None if cache is None else (keys, values, i, cache.end)
             run = nnx.remat(type(layer).__call__) if c.remat else type(layer).__call__
-            x, layer_cache = run(layer, x, positions, segment_ids, inv_freq, layer_cache)
+            x, layer_cache = run(layer, x, rope, masks, layer_cache)
+            if cache is not None:
+                keys, values = layer_cache[:2]
 
         x = self.final_norm(x)
         head = self.embed if c.tie_word_embeddings else self.lm_head
         logits = jnp.einsum("bte,ve->btv", x, head[...].astype(dtype)).astype(jnp.float32)
         if cache is None:
             return logits, None
-        keys, values, key_segments = layer_cache[:3]
-        return logits, KVCache(keys=keys, values=values, segment_ids=key_segments,
-                               end=cache.end + tokens.shape[1])
+        return logits, KVCache(keys=keys, values=values, segment_ids=key_segments, end=cache.end + t)
 
 
 def _check_cache_room(cache, new_tokens):

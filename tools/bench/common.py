@@ -1,4 +1,4 @@
-"""Shared timing helpers for the benchmark scripts: warm-up excluded, median of repeats."""
+"""Shared timing helpers for the benchmark scripts: warm-up excluded, best and median of repeats."""
 
 import json
 import statistics
@@ -7,15 +7,21 @@ import time
 
 def time_call(fn, *, repeats=5):
     """(compile_s, median_s): the first call (compilation, caches) timed apart from the rest."""
+    compile_s, times = timings(fn, repeats=repeats)
+    return compile_s, statistics.median(times)
+
+
+def timings(fn, *, repeats=5):
+    """(first call's seconds, [seconds of each of `repeats` further calls])."""
     start = time.perf_counter()
     fn()
-    compile_s = time.perf_counter() - start
+    first = time.perf_counter() - start
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return compile_s, statistics.median(times)
+    return first, times
 
 
 def emit(**fields):
