@@ -7,6 +7,7 @@ instead), so a model with 2 KV heads still loads on a mesh with tensor=4.
 """
 
 import math
+from dataclasses import dataclass
 
 import jax
 import numpy as np
@@ -91,3 +92,37 @@ def variable_sharding(variable, mesh, rules=None):
 def batch_sharding(mesh, ndim):
     """Shard the leading (batch) dimension over ("data", "fsdp"), replicate the rest."""
     return NamedSharding(mesh, PartitionSpec(("data", "fsdp"), *([None] * (ndim - 1))))
+
+
+def place_batch_array(array, sharding):
+    """A global array from this process's rows of a batch (all rows when there is one process)."""
+    if isinstance(array, jax.Array) and array.sharding == sharding:
+        return array
+    return jax.make_array_from_process_local_data(sharding, np.asarray(array))
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    """How this process joins a multi-process JAX run (one process per host, or several on one CPU)."""
+
+    coordinator_address: str | None = None  # "host:port" of process 0; None = single process
+    num_processes: int = 1
+    process_id: int = 0
+    cpu_collectives: str = "gloo"  # collectives between CPU processes
+
+
+def init_distributed(config):
+    """jax.distributed.initialize for a multi-process run; a no-op for a single process.
+
+    Must run before anything touches a JAX device. On CPU it switches cross-process collectives to
+    gloo, so that several processes on one machine (coordinator on 127.0.0.1) form one mesh.
+    """
+    if config.num_processes == 1:
+        return
+    if not config.coordinator_address:
+        raise ValueError(f"{config.num_processes} processes need a coordinator_address (host:port)")
+    if not 0 <= config.process_id < config.num_processes:
+        raise ValueError(f"process_id={config.process_id} outside [0, {config.num_processes})")
+    jax.config.update("jax_cpu_collectives_implementation", config.cpu_collectives)
+    jax.distributed.initialize(coordinator_address=config.coordinator_address,
+                               num_processes=config.num_processes, process_id=config.process_id)
