@@ -193,3 +193,26 @@ def test_bad_batches_get_clear_errors():
         make_sppo_step(model_def, tx, schedule, shardings, mesh, eta=ETA, micro_batches=0)
     with pytest.raises(ValueError, match="pairwise loss 'kto' is not one of"):
         make_pair_step(model_def, tx, schedule, shardings, mesh, loss="kto", beta=0.1)
+
+
+@pytest.mark.parametrize("dtype, param_dtype", [("bfloat16", "float32"), ("bfloat16", "bfloat16")])
+def test_mixed_precision_steps_keep_parameter_dtype_and_fp32_metrics(dtype, param_dtype):
+    import dataclasses
+
+    from flax import nnx
+
+    from nash_jax.models.llama import Llama
+    from nash_jax.train import OptimizerConfig, init_train_state, make_logprobs, make_optimizer
+    from tests.train.conftest import CONFIG, mesh_of
+
+    mesh = mesh_of((2, 1, 1))
+    config = dataclasses.replace(CONFIG, dtype=dtype, param_dtype=param_dtype)
+    tx, schedule = make_optimizer(OptimizerConfig(learning_rate=1e-3, warmup_ratio=0.0))
+    model_def, state, shardings = init_train_state(Llama(config, rngs=nnx.Rngs(0)), tx, mesh=mesh)
+    batch = sppo_batch(make_logprobs(model_def, mesh), state.params)
+    step = make_sppo_step(model_def, tx, schedule, shardings, mesh, eta=5.0)
+    state, metrics = step(state, batch)
+    state, metrics = step(state, batch)
+    assert metrics["loss"].dtype == jnp.float32 and np.isfinite(float(metrics["loss"]))
+    assert metrics["skipped"] == 0.0
+    assert {x.dtype for x in jax.tree.leaves(state.params)} == {jnp.dtype(param_dtype)}
