@@ -94,6 +94,14 @@ def batch_sharding(mesh, ndim):
     return NamedSharding(mesh, PartitionSpec(("data", "fsdp"), *([None] * (ndim - 1))))
 
 
+def gather_to_host(array):
+    """A numpy copy of a global array on every process (all-gathered across hosts when sharded)."""
+    if jax.process_count() > 1 and not array.is_fully_addressable:
+        from jax.experimental import multihost_utils
+        array = multihost_utils.process_allgather(array, tiled=True)
+    return np.asarray(jax.device_get(array))
+
+
 def place_batch_array(array, sharding):
     """A global array from this process's rows of a batch (all rows when there is one process)."""
     if isinstance(array, jax.Array) and array.sharding == sharding:

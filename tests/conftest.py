@@ -12,3 +12,5 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", False)
+
+from tests.tiny_hf import hf_model_dir  # noqa: E402,F401  (a fixture for every test directory)

@@ -299,7 +299,7 @@ def save_pretrained(model, path, *, tokenizer_dir=None, max_shard_bytes=DEFAULT_
     tensors = {}
     for ours, variable in _flat_params(nnx.state(model, nnx.Param)).items():
         hf_key, kind = ours_to_hf(ours)
-        tensors[hf_key] = np.ascontiguousarray(_to_hf(kind, _gather(variable[...])))
+        tensors[hf_key] = np.ascontiguousarray(_to_hf(kind, parallel.gather_to_host(variable[...])))
     if jax.process_index() != 0:
         return path
     path.mkdir(parents=True, exist_ok=True)
@@ -325,13 +325,6 @@ def save_pretrained(model, path, *, tokenizer_dir=None, max_shard_bytes=DEFAULT_
             if (source / name).is_file():
                 write_atomically(path / name, lambda tmp, name=name: shutil.copyfile(source / name, tmp))
     return path
-
-
-def _gather(array):
-    if jax.process_count() > 1 and not array.is_fully_addressable:
-        from jax.experimental import multihost_utils
-        array = multihost_utils.process_allgather(array, tiled=True)
-    return np.asarray(jax.device_get(array))
 
 
 def _split_shards(tensors, max_bytes):

@@ -11,32 +11,16 @@ import pytest
 import transformers
 from jax.sharding import PartitionSpec as P
 from safetensors.numpy import load_file, save_file
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from nash_jax import parallel
 from nash_jax.models import chat_prompt, load_pretrained, load_tokenizer, save_pretrained
-from tests.models.conftest import torch_logits
+from tests.tiny_hf import torch_logits, write_tokenizer
 
 TOKENS = np.random.default_rng(7).integers(0, 101, (2, 10))
-CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }}\n{% endfor %}"
-                 "{% if add_generation_prompt %}<|assistant|> {% endif %}")
 
 
 def max_diff(a, b):
     return float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
-
-
-def write_tokenizer(path):
-    """A word-level tokenizer trained on a few lines, saved as transformers saves one."""
-    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    lines = ["the quick brown fox", "jumps over the lazy dog", "hello world <|user|> <|assistant|>"]
-    tok.train_from_iterator(lines, trainers.WordLevelTrainer(special_tokens=["<unk>", "<pad>", "</s>"]))
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>",
-                                                pad_token="<pad>", eos_token="</s>")
-    fast.chat_template = CHAT_TEMPLATE
-    fast.save_pretrained(path)
-    return fast
 
 
 @pytest.mark.parametrize("variant", ["llama_biases", "qwen3_tied", "llama3_rope_scaling"])

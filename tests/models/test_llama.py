@@ -8,7 +8,7 @@ from flax import nnx
 
 from nash_jax.models import KVCache, load_pretrained
 from nash_jax.models.llama import positions_from_segments
-from tests.models.conftest import VARIANTS, torch_logits
+from tests.tiny_hf import VARIANTS, torch_logits
 
 TOL = 1e-4
 LENGTHS = [9, 5, 7]  # three sequences, padded to 9

@@ -1,4 +1,5 @@
-"""Tiny Hugging Face decoders built with transformers' PyTorch classes and saved with save_pretrained.
+"""Tiny Hugging Face decoders built with transformers' PyTorch classes and saved with save_pretrained
+(the `hf_model_dir` fixture, registered for every test directory by tests/conftest.py).
 
 Every parameter (norm scales and biases included) is re-drawn at random so that a mis-mapped tensor
 cannot hide behind transformers' ones/zeros initialisation.
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 COMMON = dict(vocab_size=101, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
               num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=256)
@@ -57,3 +59,20 @@ def hf_model_dir(tmp_path_factory):
 def torch_logits(model, tokens, **kwargs):
     with torch.no_grad():
         return model(torch.as_tensor(np.asarray(tokens)), **kwargs).logits.float().numpy()
+
+
+CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|> {% endif %}")
+
+
+def write_tokenizer(path):
+    """A word-level tokenizer trained on a few lines, saved as transformers saves one."""
+    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    lines = ["the quick brown fox", "jumps over the lazy dog", "hello world <|user|> <|assistant|>"]
+    tok.train_from_iterator(lines, trainers.WordLevelTrainer(special_tokens=["<unk>", "<pad>", "</s>"]))
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>",
+                                                pad_token="<pad>", eos_token="</s>")
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(path)
+    return fast
