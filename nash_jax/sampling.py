@@ -179,9 +179,10 @@ def _prepare(prompts, vocab_size, mesh, prompt_buckets, batch_buckets, pad_id):
         ids = np.asarray(prompt)
         if ids.ndim != 1 or ids.size == 0:
             raise ValueError(f"prompt {i} must be a non-empty list of token ids; got {prompt!r}")
-        if ids.min() < 0 or ids.max() >= vocab_size:
-            raise ValueError(f"prompt {i} has token id {int(ids.max() if ids.max() >= vocab_size else ids.min())} "
-                             f"outside the vocabulary [0, {vocab_size})")
+        bad = ids[(ids < 0) | (ids >= vocab_size)]
+        if bad.size:
+            raise ValueError(f"prompt {i} has token id {int(bad[0])} outside the vocabulary "
+                             f"[0, {vocab_size})")
     shards = mesh.shape["data"] * mesh.shape["fsdp"]
     width = bucket_size(max(len(p) for p in prompts), prompt_buckets, minimum=8, what="prompt length")
     batch = bucket_size(len(prompts), batch_buckets, multiple_of=shards, what="batch size")

@@ -110,7 +110,8 @@ def _to_hf(kind, ours):
 
 
 def _hf_shape(kind, shape):
-    return _to_hf(kind, np.empty(shape, np.int8)).shape
+    """The HF shape of one of our parameters, computed abstractly (no allocation)."""
+    return jax.eval_shape(lambda x: _to_hf(kind, x), jax.ShapeDtypeStruct(shape, jnp.int8)).shape
 
 
 def config_from_hf(hf, *, dtype="float32", param_dtype=None, source="config.json"):
