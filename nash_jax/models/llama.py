@@ -21,6 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from nash_jax.models.params import param
+
 _MASKED = -1e30  # finite, so that a fully masked (padding) query row stays NaN-free
 
 
@@ -125,19 +127,9 @@ class KVCache:
         return self.keys.shape[3]
 
 
-def _param(rngs, shape, axes, dtype, init="normal"):
-    if init == "ones":
-        value = jnp.ones(shape, dtype)
-    elif init == "zeros":
-        value = jnp.zeros(shape, dtype)
-    else:
-        value = (0.02 * jax.random.normal(rngs.params(), shape)).astype(dtype)
-    return nnx.Param(value, logical_axes=axes)
-
-
 class RMSNorm(nnx.Module):
     def __init__(self, dim, eps, axis_name, param_dtype, rngs):
-        self.weight = _param(rngs, (dim,), (axis_name,), param_dtype, init="ones")
+        self.weight = param(rngs, (dim,), (axis_name,), param_dtype, init="ones")
         self.eps = eps
 
     def __call__(self, x):
@@ -150,22 +142,22 @@ class Attention(nnx.Module):
     def __init__(self, config, layer, rngs):
         c, pd = config, config.param_dtype
         self.config, self.window = config, config.window(layer)
-        self.q_proj = _param(rngs, (c.hidden_size, c.num_heads, c.head_dim),
+        self.q_proj = param(rngs, (c.hidden_size, c.num_heads, c.head_dim),
                              ("embed", "heads", "head_dim"), pd)
-        self.k_proj = _param(rngs, (c.hidden_size, c.num_kv_heads, c.head_dim),
+        self.k_proj = param(rngs, (c.hidden_size, c.num_kv_heads, c.head_dim),
                              ("embed", "kv_heads", "head_dim"), pd)
-        self.v_proj = _param(rngs, (c.hidden_size, c.num_kv_heads, c.head_dim),
+        self.v_proj = param(rngs, (c.hidden_size, c.num_kv_heads, c.head_dim),
                              ("embed", "kv_heads", "head_dim"), pd)
-        self.o_proj = _param(rngs, (c.num_heads, c.head_dim, c.hidden_size),
+        self.o_proj = param(rngs, (c.num_heads, c.head_dim, c.hidden_size),
                              ("heads", "head_dim", "embed"), pd)
         if c.qkv_bias:
-            self.q_bias = _param(rngs, (c.num_heads, c.head_dim), ("heads", "head_dim"), pd, "zeros")
-            self.k_bias = _param(rngs, (c.num_kv_heads, c.head_dim), ("kv_heads", "head_dim"), pd,
+            self.q_bias = param(rngs, (c.num_heads, c.head_dim), ("heads", "head_dim"), pd, "zeros")
+            self.k_bias = param(rngs, (c.num_kv_heads, c.head_dim), ("kv_heads", "head_dim"), pd,
                                  "zeros")
-            self.v_bias = _param(rngs, (c.num_kv_heads, c.head_dim), ("kv_heads", "head_dim"), pd,
+            self.v_bias = param(rngs, (c.num_kv_heads, c.head_dim), ("kv_heads", "head_dim"), pd,
                                  "zeros")
         if c.o_bias:
-            self.o_bias = _param(rngs, (c.hidden_size,), ("embed",), pd, "zeros")
+            self.o_bias = param(rngs, (c.hidden_size,), ("embed",), pd, "zeros")
         if c.qk_norm:
             self.q_norm = RMSNorm(c.head_dim, c.rms_norm_eps, "head_dim", pd, rngs)
             self.k_norm = RMSNorm(c.head_dim, c.rms_norm_eps, "head_dim", pd, rngs)
@@ -237,13 +229,13 @@ def attend(q, k, v, mask):
 class MLP(nnx.Module):
     def __init__(self, config, rngs):
         c, pd = config, config.param_dtype
-        self.gate_proj = _param(rngs, (c.hidden_size, c.intermediate_size), ("embed", "mlp"), pd)
-        self.up_proj = _param(rngs, (c.hidden_size, c.intermediate_size), ("embed", "mlp"), pd)
-        self.down_proj = _param(rngs, (c.intermediate_size, c.hidden_size), ("mlp", "embed"), pd)
+        self.gate_proj = param(rngs, (c.hidden_size, c.intermediate_size), ("embed", "mlp"), pd)
+        self.up_proj = param(rngs, (c.hidden_size, c.intermediate_size), ("embed", "mlp"), pd)
+        self.down_proj = param(rngs, (c.intermediate_size, c.hidden_size), ("mlp", "embed"), pd)
         if c.mlp_bias:
-            self.gate_bias = _param(rngs, (c.intermediate_size,), ("mlp",), pd, "zeros")
-            self.up_bias = _param(rngs, (c.intermediate_size,), ("mlp",), pd, "zeros")
-            self.down_bias = _param(rngs, (c.hidden_size,), ("embed",), pd, "zeros")
+            self.gate_bias = param(rngs, (c.intermediate_size,), ("mlp",), pd, "zeros")
+            self.up_bias = param(rngs, (c.intermediate_size,), ("mlp",), pd, "zeros")
+            self.down_bias = param(rngs, (c.hidden_size,), ("embed",), pd, "zeros")
         self.bias = c.mlp_bias
 
     def __call__(self, x):
@@ -274,11 +266,11 @@ class Llama(nnx.Module):
     def __init__(self, config, *, rngs):
         c, pd = config, config.param_dtype
         self.config = config
-        self.embed = _param(rngs, (c.vocab_size, c.hidden_size), ("vocab", "embed"), pd)
+        self.embed = param(rngs, (c.vocab_size, c.hidden_size), ("vocab", "embed"), pd)
         self.layers = nnx.List([DecoderLayer(c, i, rngs) for i in range(c.num_layers)])
         self.final_norm = RMSNorm(c.hidden_size, c.rms_norm_eps, "norm", pd, rngs)
         if not c.tie_word_embeddings:
-            self.lm_head = _param(rngs, (c.vocab_size, c.hidden_size), ("vocab", "embed"), pd)
+            self.lm_head = param(rngs, (c.vocab_size, c.hidden_size), ("vocab", "embed"), pd)
 
     def __call__(self, tokens, positions=None, segment_ids=None, cache=None):
         """logits [B, T, V] float32 and the updated cache (None without one)."""

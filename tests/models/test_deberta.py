@@ -1,0 +1,85 @@
+"""The DeBERTa-v2 encoder against transformers' PyTorch DebertaV2Model on tiny random configs."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from nash_jax.models.deberta import (config_from_hf, deberta_from_tensors, log_bucket_positions,
+                                     relative_position_index)
+
+
+def torch_deberta(seed=0, **overrides):
+    settings = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                    intermediate_size=64, max_position_embeddings=512, relative_attention=True,
+                    position_buckets=8, max_relative_positions=32, pos_att_type=["p2c", "c2p"],
+                    share_att_key=True, norm_rel_ebd="layer_norm", position_biased_input=False,
+                    type_vocab_size=0, layer_norm_eps=1e-7, hidden_act="gelu")
+    settings.update(overrides)
+    config = transformers.DebertaV2Config(**settings)
+    torch.manual_seed(seed)
+    model = transformers.DebertaV2Model(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_((1.0 if name.endswith("LayerNorm.weight") else 0.0) + 0.1 * torch.randn_like(p))
+    return model, config.to_dict()
+
+
+def ours_from(model, hf_config):
+    tensors = {k: v.numpy() for k, v in model.state_dict().items()}
+    return deberta_from_tensors(config_from_hf(hf_config), tensors)
+
+
+@pytest.mark.parametrize("overrides, length", [
+    ({}, 40),  # sequences longer than the 2 × 8 position buckets: log buckets and clipping
+    ({"position_buckets": 256, "max_relative_positions": 512}, 300),  # PairRM's table, L > 256
+    ({"pos_att_type": ["c2p"]}, 20),
+    ({"position_buckets": -1, "max_relative_positions": 16}, 24),  # no buckets: clipped positions
+])
+def test_hidden_states_match_transformers_at_real_tokens(overrides, length):
+    model, hf_config = torch_deberta(**overrides)
+    ours = ours_from(model, hf_config)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, 97, (3, length))
+    mask = np.ones((3, length), np.int64)
+    mask[1, length // 2:] = 0  # right padding, as PairRM pads
+    mask[2, length - 3:] = 0
+    ids[mask == 0] = 0
+    with torch.no_grad():
+        reference = model(torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).last_hidden_state
+    got = np.asarray(ours(jnp.asarray(ids), jnp.asarray(mask)))
+    real = mask == 1
+    diff = float(np.max(np.abs(got[real] - reference.numpy()[real])))
+    print(f"{overrides} L={length}: max |hidden_jax − hidden_torch| = {diff:.2e}")
+    assert diff <= 1e-4, diff
+
+
+def test_relative_position_table_pins_the_log_bucket_edges():
+    rel = np.array([511, -511, 512, -512, 200, 1000, 2047, 128, -128, 0])
+    np.testing.assert_array_equal(log_bucket_positions(rel, 256, 512),
+                                  [255, -255, 256, -256, 169, 317, 383, 128, -128, 0])
+    _, hf_config = torch_deberta(position_buckets=256, max_relative_positions=512)
+    index = relative_position_index(600, config_from_hf(hf_config))
+    assert index[511, 0] == 255 + 256 and index[0, 511] == -255 + 256 and index[0, 599] == 0
+
+
+def test_checkpoint_mismatches_are_named_together():
+    model, hf_config = torch_deberta()
+    tensors = {k: v.numpy() for k, v in model.state_dict().items()}
+    del tensors["encoder.layer.1.output.dense.bias"]
+    tensors["encoder.layer.0.intermediate.dense.weight"] = np.zeros((8, 32), np.float32)
+    tensors["pooler.dense.weight"] = np.zeros((32, 32), np.float32)
+    with pytest.raises(ValueError) as info:
+        deberta_from_tensors(config_from_hf(hf_config), tensors)
+    message = str(info.value)
+    assert "3 problems" in message
+    assert "missing tensor for parameter layers.1.output.bias" in message
+    assert "'encoder.layer.0.intermediate.dense.weight' has shape [8, 32]; expected [64, 32]" in message
+    assert "unexpected tensor 'pooler.dense.weight'" in message
+
+
+def test_unsupported_deberta_options_are_refused_by_name():
+    _, hf_config = torch_deberta()
+    with pytest.raises(ValueError, match=r"position_biased_input=True .*type_vocab_size=2"):
+        config_from_hf({**hf_config, "position_biased_input": True, "type_vocab_size": 2})
