@@ -173,7 +173,8 @@ def _sliding_windows(hf, model_type, layers):
     return windows if any(windows) else ()
 
 
-def _read_config(path):
+def read_config(path):
+    """config.json of a local model directory as a dict; a clear error when it is not there."""
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"model directory {path} does not exist")
@@ -227,7 +228,7 @@ def load_pretrained(path, *, mesh=None, dtype="float32", param_dtype=None, remat
     before the next is read, so the host never holds a second copy of the model.
     """
     path = Path(path)
-    hf = _read_config(path)
+    hf = read_config(path)
     config = config_from_hf(hf, dtype=dtype, param_dtype=param_dtype,
                             source=str(path / "config.json"))
     config = dataclasses.replace(config, remat=remat)

@@ -1,0 +1,57 @@
+"""The PreferenceModel contract that every recipe judges with, and the one validator of its output."""
+
+import numpy as np
+
+from nash_jax.core.game import validate_preference_matrix
+
+# float32 judges: P + Pᵀ = 1 holds to rounding, not exactly.
+JUDGE_ATOL = 1e-5
+
+
+class PreferenceModel:
+    """P(y ≻ y' | x) for candidate responses to prompts.
+
+    Subclasses implement `_prob_matrix`; callers use `prob_matrix` (validated) and `prob`.
+    """
+
+    def prob_matrix(self, prompts, candidates):
+        """[B, K, K] with P[b, i, j] = P(candidates[b][i] ≻ candidates[b][j] | prompts[b]), diagonal
+        0.5 and P + Pᵀ = 1. Every prompt needs the same number K ≥ 1 of candidates."""
+        check_request(prompts, candidates)
+        return validate_prob_matrices(self._prob_matrix(list(prompts), [list(c) for c in candidates]),
+                                      source=type(self).__name__)
+
+    def prob(self, prompts, a, b):
+        """[B]: P(a[i] ≻ b[i] | prompts[i])."""
+        if not len(prompts) == len(a) == len(b):
+            raise ValueError(f"{len(prompts)} prompts, {len(a)} first and {len(b)} second responses; "
+                             "expected one of each per prompt")
+        return self.prob_matrix(prompts, [[x, y] for x, y in zip(a, b)])[:, 0, 1]
+
+    def _prob_matrix(self, prompts, candidates):
+        raise NotImplementedError
+
+
+def check_request(prompts, candidates):
+    if len(prompts) != len(candidates):
+        raise ValueError(f"{len(prompts)} prompts but {len(candidates)} candidate lists")
+    sizes = {len(c) for c in candidates}
+    if len(sizes) > 1 or 0 in sizes:
+        raise ValueError(f"every prompt needs the same number (≥ 1) of candidates; got sizes "
+                         f"{[len(c) for c in candidates]}")
+    for b, (prompt, cands) in enumerate(zip(prompts, candidates)):
+        if not isinstance(prompt, str) or not all(isinstance(c, str) for c in cands):
+            raise ValueError(f"prompt {b}: prompts and candidates must be strings")
+
+
+def validate_prob_matrices(pref, source="judge", atol=JUDGE_ATOL):
+    """Return pref [B, K, K] as float64, or raise naming the judge, the prompt and the entry."""
+    pref = np.asarray(pref, dtype=np.float64)
+    if pref.ndim != 3 or pref.shape[1] != pref.shape[2]:
+        raise ValueError(f"{source} returned shape {list(pref.shape)}; expected [B, K, K]")
+    for b, matrix in enumerate(pref):
+        try:
+            pref[b] = validate_preference_matrix(matrix, atol=atol)
+        except ValueError as err:
+            raise ValueError(f"{source} returned, for prompt {b}: {err}") from None
+    return pref

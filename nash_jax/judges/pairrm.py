@@ -1,0 +1,221 @@
+"""PairRM (LLM-Blender's pairwise reward model) in Flax: a DeBERTa-v3 encoder and a pairwise head.
+
+One encoder pass reads `[CLS] <|source|> x [SEP] [CLS] <|candidate1|> A [SEP] [CLS] <|candidate2|> B
+[SEP]` and gives s(A, B) = f([h_s, h_A]) − f([h_s, h_B]) with f(z) = W2 tanh(W1 z + b1) + b2 on the hidden
+states at the three markers. `prob_matrix` runs every ordered pair i ≠ j once (K(K−1) rows per prompt,
+batched, length-bucketed, jitted) and combines the two orientations as
+
+    P(i ≻ j) = σ((s(i, j) − s(j, i)) / 2)         (mode="pairwise", the default)
+
+which is a true pairwise probability, symmetric by construction. mode="blender" reproduces the
+official SPPO pipeline instead: P(i ≻ j) = σ(score_i − score_j) with LLM-Blender's aggregated
+score_i = mean_j (s(i, j) − s(j, i)), which mixes every other candidate into each entry (SPPO issue 15).
+"""
+
+from functools import partial
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from safetensors import SafetensorError
+from safetensors.numpy import load_file
+from scipy.special import expit
+
+from nash_jax import parallel
+from nash_jax.judges.base import PreferenceModel
+from nash_jax.models.deberta import Deberta, Linear, config_from_hf, deberta_from_tensors
+from nash_jax.models.hf import read_config
+from nash_jax.models.tokenizer import load_tokenizer
+from nash_jax.padding import bucket_size
+
+SOURCE, CANDIDATE1, CANDIDATE2, CANDIDATE = ("<|source|>", "<|candidate1|>", "<|candidate2|>",
+                                             "<|candidate|>")
+MARKER_CONFIG_KEYS = {SOURCE: "source_prefix_id", CANDIDATE1: "cand1_prefix_id",
+                      CANDIDATE2: "cand2_prefix_id"}
+SOURCE_MAX_TOKENS = 1224  # PairRM's training lengths: source ≤ 1224, the pair shares the rest of 2048
+TOTAL_MAX_TOKENS = 2048
+MODES = ("pairwise", "blender")
+ENCODER_PREFIX = "pretrained_model."
+HEAD_KEYS = {"head_layer.1.weight": ("hidden", "kernel"), "head_layer.1.bias": ("hidden", "bias"),
+             "head_layer.4.weight": ("out", "kernel"), "head_layer.4.bias": ("out", "bias")}
+
+
+class PairwiseHead(nnx.Module):
+    def __init__(self, hidden_size, param_dtype, rngs):
+        self.hidden = Linear(2 * hidden_size, hidden_size, ("mlp", "embed"), param_dtype, rngs)
+        self.out = Linear(hidden_size, 1, ("embed", None), param_dtype, rngs)
+
+    def __call__(self, z):
+        return self.out(jnp.tanh(self.hidden(z)))[..., 0]
+
+
+class PairRMNet(nnx.Module):
+    def __init__(self, encoder, head):
+        self.encoder, self.head = encoder, head
+
+    def __call__(self, input_ids, attention_mask, markers):
+        """s(A, B) [N] for rows [N, L] whose source / candidate1 / candidate2 markers sit at markers [N, 3]."""
+        hidden = self.encoder(input_ids, attention_mask)
+        at = jnp.take_along_axis(hidden, markers[:, :, None], axis=1).astype(jnp.float32)
+        left = self.head(jnp.concatenate([at[:, 0], at[:, 1]], axis=-1))
+        right = self.head(jnp.concatenate([at[:, 0], at[:, 2]], axis=-1))
+        return left - right
+
+
+@partial(jax.jit, static_argnums=1)
+def _pair_logits(state, graphdef, input_ids, attention_mask, markers):
+    return nnx.merge(graphdef, state)(input_ids, attention_mask, markers)
+
+
+def neutralise(text, specials):
+    """Break up literal special-token strings in user text, so that a response that contains
+    "<|candidate1|>" or "[SEP]" cannot create a second marker or segment."""
+    for special in specials:
+        text = text.replace(special, f"{special[0]} {special[1:]}")
+    return text
+
+
+class PairRM(PreferenceModel):
+    def __init__(self, net, tokenizer, marker_ids, *, mesh=None, batch_size=16, mode="pairwise"):
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r} is not one of {MODES}")
+        self.net, self.tokenizer, self.marker_ids = net, tokenizer, marker_ids
+        self.mesh = mesh or parallel.make_mesh(devices=jax.devices()[:1])
+        shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
+        self.batch_size = bucket_size(batch_size, multiple_of=shards, what="batch size")
+        self.mode = mode
+        self.rows_computed = 0  # encoder rows run so far (pairs, not counting batch padding)
+        graphdef, state = nnx.split(net)
+        self._graphdef = graphdef
+        self._state = jax.device_put(state, parallel.state_shardings(state, self.mesh))
+        self._specials = sorted({SOURCE, CANDIDATE1, CANDIDATE2, CANDIDATE,
+                                 *tokenizer.all_special_tokens})
+
+    @classmethod
+    def from_pretrained(cls, path, *, mesh=None, dtype="float32", batch_size=16, mode="pairwise"):
+        """PairRM from a local directory: config.json (deberta-v2 + the marker ids), the weights
+        (model.safetensors, or pytorch_model.bin read with torch weights_only) and the tokenizer."""
+        path = Path(path)
+        hf = read_config(path)
+        config = config_from_hf(hf, dtype=dtype, source=str(path / "config.json"))
+        tensors = _read_tensors(path)
+        unexpected = sorted(k for k in tensors
+                            if not k.startswith(ENCODER_PREFIX) and k not in HEAD_KEYS)
+        missing = sorted(set(HEAD_KEYS) - set(tensors))
+        if unexpected or missing:
+            raise ValueError(f"{path}: not a PairRM checkpoint: unexpected tensors {unexpected}, "
+                             f"missing head tensors {missing}")
+        encoder = deberta_from_tensors(config, tensors, prefix=ENCODER_PREFIX)
+        head = nnx.eval_shape(lambda: PairwiseHead(config.hidden_size, config.param_dtype,
+                                                   nnx.Rngs(0)))
+        for key, (layer, name) in HEAD_KEYS.items():
+            variable = getattr(getattr(head, layer), name)
+            value = tensors[key].T if name == "kernel" else tensors[key]
+            if value.shape != variable.get_value().shape:
+                raise ValueError(f"{path}: tensor {key!r} has shape {list(tensors[key].shape)}; "
+                                 f"expected {list(variable.get_value().shape[::-1])}")
+            variable.set_value(jnp.asarray(value, jnp.dtype(config.param_dtype)))
+        tokenizer = load_tokenizer(path)
+        marker_ids = []
+        for marker, key in MARKER_CONFIG_KEYS.items():
+            token_id = tokenizer.convert_tokens_to_ids(marker)
+            if hf.get(key) is not None and hf[key] != token_id:
+                raise ValueError(f"{path}: config.json says {key}={hf[key]} but the tokenizer maps "
+                                 f"{marker} to {token_id}")
+            if token_id is None or token_id == tokenizer.unk_token_id:
+                raise ValueError(f"{path}: the tokenizer has no {marker} token")
+            marker_ids.append(token_id)
+        return cls(PairRMNet(encoder, head), tokenizer, tuple(marker_ids), mesh=mesh,
+                   batch_size=batch_size, mode=mode)
+
+    # Tokenisation, exactly as PairRM was trained (the PairRM-hf model card's recipe).
+    def _encode(self, marker, text, max_length):
+        return self.tokenizer(marker + neutralise(text, self._specials), max_length=max_length,
+                              truncation=True)["input_ids"]
+
+    def _rows(self, prompts, pairs):
+        """Token rows and marker positions for (prompt index, A text, B text) triples."""
+        rows, markers = [], []
+        cache = {}
+        for b, a, c in pairs:
+            if ("src", b) not in cache:
+                cache["src", b] = self._encode(SOURCE, prompts[b], SOURCE_MAX_TOKENS)
+            source = cache["src", b]
+            budget = (TOTAL_MAX_TOKENS - len(source)) // 2
+            for marker, text in ((CANDIDATE1, a), (CANDIDATE2, c)):
+                if (marker, b, text) not in cache:
+                    cache[marker, b, text] = self._encode(marker, text, budget)
+            row = source + cache[CANDIDATE1, b, a] + cache[CANDIDATE2, b, c]
+            where = [np.nonzero(np.asarray(row) == m)[0] for m in self.marker_ids]
+            if any(len(w) != 1 for w in where):
+                raise ValueError(f"prompt {b}: a PairRM row needs exactly one of each marker; "
+                                 f"found {[len(w) for w in where]}")
+            rows.append(row)
+            markers.append([int(w[0]) for w in where])
+        return rows, np.asarray(markers, np.int32)
+
+    def _logits(self, prompts, pairs):
+        rows, markers = self._rows(prompts, pairs)
+        out = np.empty(len(rows), np.float32)
+        order = np.argsort([len(r) for r in rows])  # similar lengths share a bucket
+        sharding = parallel.batch_sharding(self.mesh, 2)
+        for start in range(0, len(rows), self.batch_size):
+            chunk = order[start:start + self.batch_size]
+            width = bucket_size(max(len(rows[i]) for i in chunk), minimum=16, what="PairRM row")
+            ids = np.zeros((self.batch_size, width), np.int32)  # right padding with [PAD] = 0
+            mask = np.zeros((self.batch_size, width), np.int32)
+            marks = np.zeros((self.batch_size, 3), np.int32)
+            for slot, i in enumerate(chunk):
+                ids[slot, :len(rows[i])], mask[slot, :len(rows[i])] = rows[i], 1
+                marks[slot] = markers[i]
+            mask[len(chunk):, 0] = 1  # padding rows: one real token keeps them finite
+            placed = [parallel.place_batch_array(x, sharding) for x in (ids, mask)]
+            marks = parallel.place_batch_array(marks, sharding)
+            logits = _pair_logits(self._state, self._graphdef, *placed, marks)
+            out[chunk] = parallel.gather_to_host(logits)[:len(chunk)]
+        self.rows_computed += len(rows)
+        return out
+
+    def logits(self, prompts, a, b):
+        """s(A, B) [N] as PairRM defines it (one orientation; positive means A is better)."""
+        if not len(prompts) == len(a) == len(b):
+            raise ValueError(f"{len(prompts)} prompts, {len(a)} A and {len(b)} B responses")
+        return self._logits(list(prompts), [(i, x, y) for i, (x, y) in enumerate(zip(a, b))])
+
+    def _prob_matrix(self, prompts, candidates):
+        k = len(candidates[0])
+        pairs = [(b, i, j) for b in range(len(prompts)) for i in range(k) for j in range(k) if i != j]
+        s = np.zeros((len(prompts), k, k))
+        values = self._logits(prompts, [(b, candidates[b][i], candidates[b][j]) for b, i, j in pairs])
+        for (b, i, j), value in zip(pairs, values):
+            s[b, i, j] = value
+        antisymmetric = s - np.swapaxes(s, 1, 2)  # s(i, j) − s(j, i)
+        if self.mode == "pairwise":
+            pref = expit(antisymmetric / 2)
+        else:
+            score = antisymmetric.mean(axis=2)  # LLM-Blender's max_logits aggregation (÷ K)
+            pref = expit(score[:, :, None] - score[:, None, :])
+        idx = np.arange(k)
+        pref[:, idx, idx] = 0.5
+        return pref
+
+
+def _read_tensors(path):
+    weights = path / "model.safetensors"
+    if weights.is_file():
+        try:
+            return load_file(str(weights))
+        except (SafetensorError, OSError) as err:
+            raise ValueError(f"{weights}: cannot read safetensors: {err}") from None
+    legacy = path / "pytorch_model.bin"
+    if legacy.is_file():
+        try:
+            import torch
+        except ImportError:
+            raise FileNotFoundError(f"{path} has only pytorch_model.bin; reading it needs torch "
+                                    "(pip install torch), or convert it to model.safetensors") from None
+        state = torch.load(legacy, map_location="cpu", weights_only=True)
+        return {k: v.float().numpy() for k, v in state.items()}
+    raise FileNotFoundError(f"{path} has neither model.safetensors nor pytorch_model.bin")

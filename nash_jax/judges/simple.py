@@ -1,0 +1,93 @@
+"""Preference models without a neural judge of their own: a Bradley-Terry judge over any scalar
+reward, a judge from a Python callable, and a judge that reads preferences computed elsewhere."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+from scipy.special import expit
+
+from nash_jax.judges.base import PreferenceModel
+
+
+class RewardJudge(PreferenceModel):
+    """P(a ≻ b) = σ(r(a) − r(b)) for reward(prompts, responses) -> [N] scores (transitive by nature)."""
+
+    def __init__(self, reward):
+        self.reward = reward
+
+    def _prob_matrix(self, prompts, candidates):
+        k = len(candidates[0])
+        flat_prompts = [p for p in prompts for _ in range(k)]
+        scores = np.asarray(self.reward(flat_prompts, [c for cs in candidates for c in cs]),
+                            dtype=np.float64).reshape(len(prompts), k)
+        return expit(scores[:, :, None] - scores[:, None, :])
+
+
+class CallableJudge(PreferenceModel):
+    """P from fn(prompt, a, b) -> P(a ≻ b), asked once per unordered pair; P(b ≻ a) = 1 − P(a ≻ b)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def _prob_matrix(self, prompts, candidates):
+        k = len(candidates[0])
+        pref = np.full((len(prompts), k, k), 0.5)
+        for b, (prompt, cands) in enumerate(zip(prompts, candidates)):
+            for i in range(k):
+                for j in range(i + 1, k):
+                    p = float(self.fn(prompt, cands[i], cands[j]))
+                    pref[b, i, j], pref[b, j, i] = p, 1.0 - p
+        return pref
+
+
+def text_hash(text):
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class FileJudge(PreferenceModel):
+    """Preferences computed elsewhere (an LLM judge, human labels), read from JSONL lines
+    {"prompt": sha256, "a": sha256, "b": sha256, "p": P(a ≻ b)} (hashes of the UTF-8 texts;
+    `text_hash` computes them). Either orientation of a pair may be stored."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"preference file {self.path} does not exist")
+        self.table = {}
+        for n, line in enumerate(self.path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                key, p = (row["prompt"], row["a"], row["b"]), float(row["p"])
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+                raise ValueError(f"{self.path}:{n}: expected a JSON object with prompt, a, b "
+                                 f"(sha256 hex) and p; {err}") from None
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"{self.path}:{n}: p={p}; expected a probability in [0, 1]")
+            self.table[key] = p
+
+    def _lookup(self, b, prompt, x, y):
+        key = (text_hash(prompt), text_hash(x), text_hash(y))
+        if key in self.table:
+            return self.table[key]
+        flipped = (key[0], key[2], key[1])
+        if flipped in self.table:
+            return 1.0 - self.table[flipped]
+        raise KeyError(f"{self.path} has no preference for prompt {b} ({key[0][:12]}…) between "
+                       f"responses {key[1][:12]}… and {key[2][:12]}…")
+
+    def _prob_matrix(self, prompts, candidates):
+        k = len(candidates[0])
+        pref = np.full((len(prompts), k, k), 0.5)
+        for b, (prompt, cands) in enumerate(zip(prompts, candidates)):
+            for i in range(k):
+                for j in range(i + 1, k):
+                    if cands[i] == cands[j]:
+                        p = 0.5  # the same text ties with itself
+                    else:
+                        p = self._lookup(b, prompt, cands[i], cands[j])
+                    pref[b, i, j], pref[b, j, i] = p, 1.0 - p
+        return pref
