@@ -22,6 +22,44 @@ def _game(args):
             print(f"plot written to {args.plot}")
 
 
+def _judge(args):
+    from nash_jax.judges.pairrm import PairRM
+
+    prompts, candidates = read_judge_requests(args.prompts)
+    judge = PairRM.from_pretrained(args.model, batch_size=args.batch_size, mode=args.mode)
+    for start in range(0, len(prompts), args.prompts_per_call):
+        chunk = slice(start, start + args.prompts_per_call)
+        for offset, matrix in enumerate(judge.prob_matrix(prompts[chunk], candidates[chunk])):
+            print(json.dumps({"index": start + offset, "matrix": matrix.tolist(),
+                              "win_rates": matrix.mean(axis=1).tolist()}), flush=True)
+
+
+def read_judge_requests(path):
+    """JSONL lines {"prompt": str, "candidates": [str, ...]} -> (prompts, candidate lists)."""
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"prompts file {path} does not exist")
+    prompts, candidates = [], []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{n}: not valid JSON: {err}") from None
+        if (not isinstance(row, dict) or not isinstance(row.get("prompt"), str)
+                or not isinstance(row.get("candidates"), list)
+                or not all(isinstance(c, str) for c in row["candidates"])):
+            raise ValueError(f"{path}:{n}: expected {{\"prompt\": str, \"candidates\": [str, ...]}}")
+        prompts.append(row["prompt"])
+        candidates.append(row["candidates"])
+    if not prompts:
+        raise ValueError(f"{path}: no requests")
+    return prompts, candidates
+
+
 def _positive_float(text):
     value = float(text)
     if not value > 0:
@@ -57,6 +95,22 @@ def build_parser():
     game.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     game.add_argument("--plot", metavar="PNG", help="draw exploitability against step into PNG")
     game.set_defaults(handler=_game)
+
+    judge = commands.add_parser(
+        "judge", help="K×K preference matrices from a PairRM directory, as JSON lines",
+        description="Judge every ordered pair of candidates of each prompt with PairRM and print one "
+                    "JSON line per prompt: its K×K matrix P[i][j] = P(candidate i ≻ candidate j) and "
+                    "the win rates (row means).")
+    judge.add_argument("--model", required=True, help="PairRM directory (config.json, weights, "
+                                                      "tokenizer)")
+    judge.add_argument("--prompts", required=True,
+                       help='JSONL file of {"prompt": ..., "candidates": [...]} lines')
+    judge.add_argument("--mode", choices=["pairwise", "blender"], default="pairwise",
+                       help="pairwise: σ((s(i,j) − s(j,i))/2) (default); blender: the official "
+                            "SPPO pipeline's σ(score_i − score_j)")
+    judge.add_argument("--batch-size", type=_positive_int, default=16, help="encoder rows per call")
+    judge.add_argument("--prompts-per-call", type=_positive_int, default=64, help=argparse.SUPPRESS)
+    judge.set_defaults(handler=_judge)
     return parser
 
 
