@@ -157,7 +157,11 @@ class PairRM(PreferenceModel):
         return rows, np.asarray(markers, np.int32)
 
     def _logits(self, prompts, pairs):
-        rows, markers = self._rows(prompts, pairs)
+        return self.run_rows(*self._rows(prompts, pairs))
+
+    def run_rows(self, rows, markers):
+        """s for token rows (lists of ids) with their marker positions [N, 3]: sorted by length,
+        cut into batches of `batch_size`, each padded to a power-of-two width, run jitted."""
         out = np.empty(len(rows), np.float32)
         order = np.argsort([len(r) for r in rows])  # similar lengths share a bucket
         sharding = parallel.batch_sharding(self.mesh, 2)

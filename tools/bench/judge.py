@@ -1,0 +1,113 @@
+"""PairRM K×K matrices: K = 5 candidates for 8 prompts (160 ordered pairs) on a PairRM-shaped DeBERTa
+scaled down to 6 layers × 512 hidden, with realistic lengths (sources of 60–120 words, responses of
+100–250), against transformers' PyTorch DebertaV2Model + the PairRM head running the same token rows
+in the same batches in the same run. Tokenisation is done once, outside both timings.
+
+    python tools/bench/judge.py [--batch-size 16]
+"""
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+from safetensors.torch import save_file
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+from common import emit, timings
+from nash_jax.judges.pairrm import PairRM
+
+MARKERS = ["<|source|>", "<|candidate1|>", "<|candidate2|>", "<|candidate|>"]
+WORDS = [f"w{i}" for i in range(2000)]
+
+
+def build(path):
+    """A PairRM directory: word-level tokenizer, 6 × 512 DeBERTa with PairRM's position table."""
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]", *WORDS])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]",
+                                                       special_tokens=[("[CLS]", 1), ("[SEP]", 2)])
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]",
+                                                cls_token="[CLS]", sep_token="[SEP]",
+                                                unk_token="[UNK]", mask_token="[MASK]")
+    fast.add_tokens(MARKERS)
+    fast.save_pretrained(path)
+    config = transformers.DebertaV2Config(
+        vocab_size=len(fast), hidden_size=512, num_hidden_layers=6, num_attention_heads=8,
+        intermediate_size=2048, max_position_embeddings=512, relative_attention=True,
+        position_buckets=256, max_relative_positions=-1, pos_att_type=["p2c", "c2p"],
+        share_att_key=True, norm_rel_ebd="layer_norm", position_biased_input=False,
+        type_vocab_size=0, layer_norm_eps=1e-7, hidden_act="gelu")
+    torch.manual_seed(0)
+    encoder = transformers.DebertaV2Model(config).eval()
+    head = torch.nn.Sequential(torch.nn.Dropout(0.05), torch.nn.Linear(1024, 512), torch.nn.Tanh(),
+                               torch.nn.Dropout(0.05), torch.nn.Linear(512, 1)).eval()
+    tensors = {f"pretrained_model.{k}": v.contiguous() for k, v in encoder.state_dict().items()}
+    tensors.update({f"head_layer.{k}": v.contiguous() for k, v in head.state_dict().items()})
+    save_file(tensors, f"{path}/model.safetensors", metadata={"format": "pt"})
+    hf = config.to_dict()
+    hf.update(source_prefix_id=len(fast) - 4, cand1_prefix_id=len(fast) - 3,
+              cand2_prefix_id=len(fast) - 2, cand_prefix_id=len(fast) - 1)
+    Path(path, "config.json").write_text(json.dumps(hf))
+    return encoder, head
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--candidates", type=int, default=5)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+
+    def text(lo, hi):
+        return " ".join(rng.choice(WORDS, rng.integers(lo, hi)))
+
+    prompts = [text(60, 120) for _ in range(args.prompts)]
+    candidates = [[text(100, 250) for _ in range(args.candidates)] for _ in prompts]
+    k = args.candidates
+    with tempfile.TemporaryDirectory() as tmp:
+        encoder, head = build(tmp)
+        judge = PairRM.from_pretrained(tmp, batch_size=args.batch_size)
+    pairs = [(b, candidates[b][i], candidates[b][j])
+             for b in range(len(prompts)) for i in range(k) for j in range(k) if i != j]
+    rows, markers = judge._rows(prompts, pairs)
+    order = np.argsort([len(r) for r in rows])
+
+    def peer():
+        out = np.empty(len(rows), np.float32)
+        with torch.no_grad():
+            for start in range(0, len(rows), args.batch_size):
+                chunk = order[start:start + args.batch_size]
+                width = max(len(rows[i]) for i in chunk)
+                ids = torch.zeros((len(chunk), width), dtype=torch.long)
+                mask = torch.zeros((len(chunk), width), dtype=torch.long)
+                for slot, i in enumerate(chunk):
+                    ids[slot, :len(rows[i])] = torch.tensor(rows[i])
+                    mask[slot, :len(rows[i])] = 1
+                hidden = encoder(ids, attention_mask=mask).last_hidden_state
+                at = hidden[torch.arange(len(chunk))[:, None], torch.from_numpy(markers[chunk]).long()]
+                left = head(torch.cat([at[:, 0], at[:, 1]], -1))[:, 0]
+                right = head(torch.cat([at[:, 0], at[:, 2]], -1))[:, 0]
+                out[chunk] = (left - right).numpy()
+        return out
+
+    ours_values = judge.run_rows(rows, markers)
+    diff = float(np.max(np.abs(ours_values - peer())))
+    compile_s, ours_times = timings(lambda: judge.run_rows(rows, markers), repeats=2)
+    _, peer_times = timings(peer, repeats=2)
+    ours_s, peer_s = min(ours_times), min(peer_times)
+    emit(case="pairrm_prob_matrix_k5", prompts=len(prompts), candidates=k, pairs=len(rows),
+         mean_row_tokens=round(float(np.mean([len(r) for r in rows])), 1),
+         pairs_per_s=round(len(rows) / ours_s, 2), time_s=round(ours_s, 3),
+         compile_s=round(compile_s, 2), peer="torch transformers DebertaV2Model + PairRM head",
+         peer_pairs_per_s=round(len(rows) / peer_s, 2), peer_time_s=round(peer_s, 3),
+         ratio=round(peer_s / ours_s, 3), max_abs_logit_diff_vs_peer=diff, fraction_of_peak=None)
+
+
+if __name__ == "__main__":
+    main()
