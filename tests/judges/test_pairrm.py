@@ -1,6 +1,8 @@
 """PairRM in Flax against transformers' DebertaV2Model + the PairRM head written in torch, its
 tokenisation, its K×K matrices, and the loader's errors."""
 
+import json
+
 import jax
 import numpy as np
 import pytest
@@ -8,7 +10,7 @@ import torch
 
 from nash_jax import parallel
 from nash_jax.judges.pairrm import PairRM
-from tests.judges.tiny_pairrm import CANDIDATES, PROMPTS
+from tests.judges.tiny_pairrm import CANDIDATES, MARKERS, PROMPTS
 
 
 def torch_logit(encoder, head, ids, marker_ids):
@@ -130,3 +132,36 @@ def test_broken_checkpoints_and_requests_are_clear_errors(pairrm_dir, tmp_path):
         judge.prob_matrix(["a", "b"], [["x", "y"], ["z"]])
     with pytest.raises(ValueError, match="mode 'borda' is not one of"):
         PairRM.from_pretrained(path, mode="borda")
+
+
+def test_sentencepiece_deberta_tokenizer_loads_with_the_right_ids(tmp_path):
+    """DeBERTa-v3's real tokenizer kind (sentencepiece, [PAD] [CLS] [SEP] [UNK] = 0..3) through
+    AutoTokenizer.from_pretrained(dir), the way PairRM's directory is read: ids equal
+    sentencepiece's own, and the markers come right after the base vocabulary."""
+    import sentencepiece as spm
+    import transformers
+
+    from nash_jax.models import load_tokenizer
+
+    lines = ["hello world this is a test", "the quick brown fox jumps over the lazy dog",
+             "answers to questions about numbers and colours"] * 20
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_prefix=str(tmp_path / "spm"), vocab_size=60,
+        model_type="unigram", hard_vocab_limit=False, pad_id=0, pad_piece="[PAD]", bos_id=1, bos_piece="[CLS]", eos_id=2,
+        eos_piece="[SEP]", unk_id=3, unk_piece="[UNK]", minloglevel=2)
+    processor = spm.SentencePieceProcessor(model_file=str(tmp_path / "spm.model"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "DebertaV2Tokenizer", "do_lower_case": False, "bos_token": "[CLS]",
+        "eos_token": "[SEP]", "cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+        "unk_token": "[UNK]", "mask_token": "[MASK]", "vocab_file": "spm.model"}))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    before = len(tokenizer)  # sentencepiece pieces + [MASK]
+    tokenizer.add_tokens(MARKERS)
+    tokenizer.save_pretrained(tmp_path / "saved")
+    reloaded = load_tokenizer(tmp_path / "saved")
+    text = "hello world the lazy fox"
+    expected = [1] + processor.encode(text) + [2]
+    assert reloaded(text)["input_ids"] == expected
+    assert [reloaded.convert_tokens_to_ids(m) for m in MARKERS] == list(range(before, before + 4))
+    assert reloaded("<|source|>" + text)["input_ids"][:2] == [1, reloaded.convert_tokens_to_ids(
+        "<|source|>")]
