@@ -32,14 +32,19 @@ class CallableJudge(PreferenceModel):
         self.fn = fn
 
     def _prob_matrix(self, prompts, candidates):
-        k = len(candidates[0])
-        pref = np.full((len(prompts), k, k), 0.5)
-        for b, (prompt, cands) in enumerate(zip(prompts, candidates)):
-            for i in range(k):
-                for j in range(i + 1, k):
-                    p = float(self.fn(prompt, cands[i], cands[j]))
-                    pref[b, i, j], pref[b, j, i] = p, 1.0 - p
-        return pref
+        return matrix_from_pairs(prompts, candidates, lambda b, prompt, x, y: self.fn(prompt, x, y))
+
+
+def matrix_from_pairs(prompts, candidates, prob):
+    """[B, K, K] from prob(b, prompt, a, c) = P(a ≻ c), asked once per unordered pair i < j."""
+    k = len(candidates[0])
+    pref = np.full((len(prompts), k, k), 0.5)
+    for b, (prompt, cands) in enumerate(zip(prompts, candidates)):
+        for i in range(k):
+            for j in range(i + 1, k):
+                p = float(prob(b, prompt, cands[i], cands[j]))
+                pref[b, i, j], pref[b, j, i] = p, 1.0 - p
+    return pref
 
 
 def text_hash(text):
@@ -80,14 +85,6 @@ class FileJudge(PreferenceModel):
                        f"responses {key[1][:12]}… and {key[2][:12]}…")
 
     def _prob_matrix(self, prompts, candidates):
-        k = len(candidates[0])
-        pref = np.full((len(prompts), k, k), 0.5)
-        for b, (prompt, cands) in enumerate(zip(prompts, candidates)):
-            for i in range(k):
-                for j in range(i + 1, k):
-                    if cands[i] == cands[j]:
-                        p = 0.5  # the same text ties with itself
-                    else:
-                        p = self._lookup(b, prompt, cands[i], cands[j])
-                    pref[b, i, j], pref[b, j, i] = p, 1.0 - p
-        return pref
+        # The same text ties with itself; every other pair must be in the file.
+        return matrix_from_pairs(prompts, candidates, lambda b, prompt, x, y: 0.5 if x == y
+                                 else self._lookup(b, prompt, x, y))
