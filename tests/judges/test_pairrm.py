@@ -165,3 +165,20 @@ def test_sentencepiece_deberta_tokenizer_loads_with_the_right_ids(tmp_path):
     assert [reloaded.convert_tokens_to_ids(m) for m in MARKERS] == list(range(before, before + 4))
     assert reloaded("<|source|>" + text)["input_ids"][:2] == [1, reloaded.convert_tokens_to_ids(
         "<|source|>")]
+
+
+def test_legacy_pytorch_bin_is_read_with_weights_only(pairrm_dir, tmp_path):
+    import shutil
+
+    from safetensors.numpy import load_file
+
+    path = pairrm_dir[0]
+    legacy = tmp_path / "legacy"
+    shutil.copytree(path, legacy)
+    tensors = load_file(legacy / "model.safetensors")
+    torch.save({k: torch.from_numpy(v.copy()) for k, v in tensors.items()},
+               legacy / "pytorch_model.bin")
+    (legacy / "model.safetensors").unlink()
+    args = (PROMPTS[:1], [CANDIDATES[0][0]], [CANDIDATES[0][1]])
+    expected = PairRM.from_pretrained(path).logits(*args)
+    np.testing.assert_allclose(PairRM.from_pretrained(legacy).logits(*args), expected, atol=1e-6)
