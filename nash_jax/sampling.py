@@ -257,7 +257,7 @@ def mixture_generate(policy, reference, beta, prompts, *, num_samples=1, max_new
 
 
 def eos_ids_of(tokenizer):
-    """Every end-of-sequence id the tokenizer (and its generation config, when saved) declares."""
+    """The tokenizer's end-of-sequence id(s), as a sorted list (empty when it declares none)."""
     ids = tokenizer.eos_token_id
     ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
     return sorted(set(ids))

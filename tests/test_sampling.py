@@ -1,8 +1,6 @@
 """The sampler against transformers' generate, exact distributions on fixed-logit models, the geometric
 mixture, anchor log-probs, determinism across meshes, and compile-once bucketing."""
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -25,7 +25,7 @@ from scipy.special import expit
 
 from nash_jax import parallel
 from nash_jax.judges.base import PreferenceModel
-from nash_jax.models.deberta import Deberta, Linear, config_from_hf, deberta_from_tensors
+from nash_jax.models.deberta import Linear, config_from_hf, deberta_from_tensors
 from nash_jax.models.hf import read_config
 from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.padding import bucket_size
