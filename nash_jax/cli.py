@@ -3,6 +3,7 @@
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from nash_jax import __version__
 
@@ -34,10 +35,41 @@ def _judge(args):
                               "win_rates": matrix.mean(axis=1).tolist()}), flush=True)
 
 
+def _run(args):
+    from nash_jax import config as config_lib
+    from nash_jax import recipes
+
+    config = recipes.resolve_run_dir(config_lib.load_config(args.config, args.overrides))
+    print(f"run directory: {config.run_dir}", file=sys.stderr)
+    report = recipes.run(config)
+    _print_report_summary(report, config.run_dir)
+
+
+def _report(args):
+    from nash_jax import recipes
+    from nash_jax.config import RunConfig, build, read_yaml
+
+    run_dir = Path(args.run_dir)
+    config = build(RunConfig, read_yaml(run_dir / "config.yaml"))
+    if config.run_dir and Path(config.run_dir).resolve() != run_dir.resolve():
+        import dataclasses
+        config = dataclasses.replace(config, run_dir=str(run_dir))  # the directory was moved
+    _print_report_summary(recipes.run(config), run_dir)
+
+
+def _print_report_summary(report, run_dir):
+    print(f"final_vs_initial: {report['final_vs_initial']:.3f}")
+    for entry in report["per_iterate"]:
+        extra = (f"  exploitability {entry['exploitability']:.4f}" if "exploitability" in entry else "")
+        print(f"{entry['iterate']}: length {entry['mean_length_tokens']:.2f} tokens, KL to pi_0 "
+              f"{entry['kl_to_initial']:.3f}{extra}")
+    if report["cycles"]:
+        print("cycles: " + "; ".join(" > ".join(c) for c in report["cycles"]))
+    print(f"report: {Path(run_dir) / 'report.md'}")
+
+
 def read_judge_requests(path):
     """JSONL lines {"prompt": str, "candidates": [str, ...]} -> (prompts, candidate lists)."""
-    from pathlib import Path
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"prompts file {path} does not exist")
@@ -111,6 +143,24 @@ def build_parser():
     judge.add_argument("--batch-size", type=_positive_int, default=16, help="encoder rows per call")
     judge.add_argument("--prompts-per-call", type=_positive_int, default=64, help=argparse.SUPPRESS)
     judge.set_defaults(handler=_judge)
+
+    run = commands.add_parser(
+        "run", help="run (or resume) a recipe from a YAML config: iterative SPPO or online Nash-MD-PG",
+        description="Run the recipe a YAML config names, in RUN_DIR (run_dir=PATH; default "
+                    "runs/<config name>-<timestamp>). Rerunning the same command on the same run "
+                    "directory resumes it from the last finished stage or checkpoint.")
+    run.add_argument("config", help="YAML config (see configs/)")
+    run.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                     help="override any config field, dotted for nested ones (train.batch_size=32)")
+    run.set_defaults(handler=_run)
+
+    report = commands.add_parser(
+        "report", help="evaluate a run's iterates against each other and write its report",
+        description="Finish (or redo) a run's evaluation: the cross-iteration win-rate table, lengths, "
+                    "KL to the initial policy, and RUN_DIR/report.{json,md} with plots. Resumes the "
+                    "run first if it is unfinished.")
+    report.add_argument("run_dir", help="a run directory (holds config.yaml)")
+    report.set_defaults(handler=_report)
     return parser
 
 

@@ -1,8 +1,25 @@
-"""Run directories and their artifacts: everything written is written whole or not at all."""
+"""Run directories and their artifacts: everything written is written whole or not at all.
 
+A run directory holds the resolved config (`config.yaml`), a manifest of finished stages
+(`manifest.json`), one folder per iteration with each stage's artifact, orbax checkpoints, metrics
+(`metrics.jsonl` and TensorBoard events under `tensorboard/`) and the report. A stage counts as finished
+only once the manifest records it, with the size and SHA-256 of every file it wrote, and the manifest is
+written after the artifact is in place: a crash at any moment leaves either a finished stage or one that
+is redone, never a truncated file read as finished.
+"""
+
+import hashlib
+import json
 import os
+import shutil
+import signal
 import tempfile
+import time
 from pathlib import Path
+
+import yaml
+
+CRASH_ENV = "NASH_JAX_CRASH_AT"  # fault injection for the resume tests: "POINT" or "POINT:COUNT"
 
 
 def write_atomically(path, write):
@@ -24,3 +41,165 @@ def write_atomically(path, write):
 
 def write_text_atomically(path, text):
     write_atomically(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def write_dir_atomically(path, write):
+    """Call write(tmp_dir) on a fresh directory beside `path`, then swap it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        write(tmp)
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def file_digest(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fingerprint(root, relative):
+    """{relative file path: [size, sha256]} of a file or of every file under a directory."""
+    target = root / relative
+    files = [target] if target.is_file() else sorted(p for p in target.rglob("*") if p.is_file())
+    return {str(p.relative_to(root)): [p.stat().st_size, file_digest(p)] for p in files}
+
+
+def crash_point(point):
+    """Kill this process with SIGKILL when $NASH_JAX_CRASH_AT names `point` (tests of resumption)."""
+    want = os.environ.get(CRASH_ENV)
+    if want and want == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class RunDir:
+    """One run's directory: its config lock, manifest of finished stages, and metrics."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.manifest_path = self.path / "manifest.json"
+        self.manifest = (json.loads(self.manifest_path.read_text())
+                         if self.manifest_path.is_file() else {"stages": {}})
+        self._tensorboard = None
+
+    def __truediv__(self, relative):
+        return self.path / relative
+
+    def lock_config(self, config_dict):
+        """Save the resolved config, or refuse a different one for an existing run directory."""
+        path = self.path / "config.yaml"
+        text = yaml.safe_dump(config_dict, sort_keys=False)
+        if path.is_file():
+            saved = yaml.safe_load(path.read_text())
+            if saved != config_dict:
+                diffs = sorted(_differences(saved, config_dict))
+                raise ValueError(
+                    f"run directory {self.path} was started with a different config; it differs in "
+                    + ", ".join(f"{k} ({a!r} there, {b!r} now)" for k, a, b in diffs[:8])
+                    + ". Rerun with the same config to resume, or choose a new run_dir=PATH")
+            return
+        write_text_atomically(path, text)
+
+    def done(self, stage):
+        """Whether `stage` finished and every file it recorded is intact (size and SHA-256)."""
+        record = self.manifest["stages"].get(stage)
+        if record is None:
+            return False
+        for relative, (size, digest) in record["files"].items():
+            file = self.path / relative
+            if not file.is_file() or file.stat().st_size != size or file_digest(file) != digest:
+                return False
+        return True
+
+    def info(self, stage):
+        return self.manifest["stages"][stage]["info"]
+
+    def finish(self, stage, artifacts, **info):
+        """Record `stage` as finished with its artifacts (paths relative to the run directory)."""
+        files = {}
+        for relative in artifacts:
+            files.update(_fingerprint(self.path, relative))
+        self.manifest["stages"][stage] = {"artifacts": list(artifacts), "files": files,
+                                          "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                          "info": info}
+        write_text_atomically(self.manifest_path, json.dumps(self.manifest, indent=1))
+
+    def log_metrics(self, stage, step, metrics):
+        """Append one JSON line to metrics.jsonl and the scalars to TensorBoard."""
+        record = {"stage": stage, "step": int(step), **{k: float(v) for k, v in metrics.items()}}
+        with open(self.path / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(record) + "\n")
+        if self._tensorboard is None:
+            from tensorboardX import SummaryWriter
+            self._tensorboard = SummaryWriter(str(self.path / "tensorboard"))
+        for name, value in metrics.items():
+            self._tensorboard.add_scalar(f"{stage}/{name}", float(value), int(step))
+
+    def close(self):
+        if self._tensorboard is not None:
+            self._tensorboard.close()
+            self._tensorboard = None
+
+
+def read_metrics(path):
+    """metrics.jsonl as a list of records, the last record of each (stage, step) kept (a resumed run
+    repeats the steps after its last checkpoint)."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    latest = {}
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill
+        latest[(record["stage"], record["step"])] = record
+    return sorted(latest.values(), key=lambda r: (r["stage"], r["step"]))
+
+
+def _differences(a, b, prefix=""):
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        name = f"{prefix}{key}"
+        if isinstance(x, dict) and isinstance(y, dict):
+            yield from _differences(x, y, name + ".")
+        elif x != y:
+            yield name, x, y
+
+
+def checkpoint_manager(directory, every):
+    """An orbax CheckpointManager keeping the last two checkpoints (saved every `every` steps)."""
+    import orbax.checkpoint as ocp
+
+    options = ocp.CheckpointManagerOptions(max_to_keep=2, save_interval_steps=every, create=True)
+    return ocp.CheckpointManager(Path(directory).absolute(), options=options)
+
+
+def save_checkpoint(manager, step, state, extra):
+    """Save the train state (arrays) and `extra` (JSON: the data iterator's state) at `step`."""
+    import orbax.checkpoint as ocp
+
+    return manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                                      extra=ocp.args.JsonSave(extra)))
+
+
+def restore_checkpoint(manager, like):
+    """(step, state, extra) of the latest checkpoint, arrays placed like `like`; None if there is none."""
+    import jax
+    import orbax.checkpoint as ocp
+
+    step = manager.latest_step()
+    if step is None:
+        return None
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+    restored = manager.restore(step, args=ocp.args.Composite(
+        state=ocp.args.StandardRestore(abstract), extra=ocp.args.JsonRestore()))
+    return step, restored["state"], restored["extra"]

@@ -1,4 +1,4 @@
-"""Jit-compiled update steps: SPPO (soft), pairwise (SPPO-hard, DPO, IPO) and Nash-MD-PG.
+"""Jit-compiled update steps: SPPO (soft), pairwise (SPPO-hard, DPO, IPO), Nash-MD-PG and supervised.
 
 A step is `step(state, batch) -> (state, metrics)`: pure, compiled once with its shardings stated, the
 state donated. Batches are dicts of arrays whose first axis is the example; token arrays hold prompt and
@@ -64,6 +64,15 @@ def nash_md_pg_objective(model_def, params, batch, *, tau):
     logp = policy_logprobs(model_def, params, *(batch[f] for f in TOKEN_FIELDS))
     loss = losses.nash_md_pg_loss(logp, batch["ref_logp"], batch["pref"], tau)
     return loss, {"log_ratio": logp - batch["ref_logp"]}
+
+
+def sft_objective(model_def, params, batch):
+    """Supervised fine-tuning: mean negative log-likelihood per loss-mask token."""
+    logits, _ = model_def.merge(params)(batch["tokens"][:, :-1], segment_ids=batch["segment_ids"][:, :-1])
+    mask = batch["loss_mask"][:, 1:]
+    token_logp = losses.token_logprobs(logits, batch["tokens"][:, 1:], mask)
+    loss = -jnp.sum(token_logp) / jnp.maximum(jnp.sum(mask), 1)
+    return loss, {"log_ratio": jnp.sum(token_logp, axis=-1)}  # sequence log-probs, for the metrics
 
 
 def _micro_split(batch, micro_batches):
@@ -223,6 +232,13 @@ def make_nash_md_pg_step(model_def, optimizer, schedule, shardings, mesh, *, tau
     objective = partial(nash_md_pg_objective, tau=tau)
     fn = partial(_update, objective, model_def, optimizer, schedule, micro_batches)
     return Step("nash_md_pg_step", NASH_MD_FIELDS, fn, mesh, micro_batches, shardings)
+
+
+def make_sft_step(model_def, optimizer, schedule, shardings, mesh, *, micro_batches=1):
+    """A supervised step (warm starts); batch: tokens, segment_ids, loss_mask [N, T]."""
+    _check_micro_batches(micro_batches)
+    fn = partial(_update, sft_objective, model_def, optimizer, schedule, micro_batches)
+    return Step("sft_step", LOGPROB_FIELDS, fn, mesh, micro_batches, shardings)
 
 
 def make_logprobs(model_def, mesh):

@@ -1,0 +1,308 @@
+"""Run configurations: typed dataclasses read from YAML, with `key=value` overrides from the command line.
+
+Every section is a frozen dataclass; `load_config(path, overrides)` builds the whole tree, checking each
+key against the dataclass fields and each value against the field's type (a `Literal` lists the allowed
+values). Errors name the file, the dotted key, what was given and what was expected.
+"""
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+from nash_jax.train.optim import OPTIMIZERS, SCHEDULES
+
+BUILTIN_SYNTHETIC = "builtin:synthetic"  # model/data path of the shipped synthetic task
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    path: str = BUILTIN_SYNTHETIC  # a local HF directory, or the synthetic task's warm-started model
+    tokenizer: str | None = None  # defaults to the model directory
+    dtype: Literal["float32", "bfloat16"] = "float32"  # compute dtype
+    param_dtype: Literal["float32", "bfloat16"] | None = None  # storage dtype (default: dtype)
+    remat: bool = False
+
+
+@dataclass(frozen=True)
+class WarmStartConfig:
+    """The supervised fit that makes the synthetic task's initial policy π_0 (ignored for HF models)."""
+
+    steps: int = 150
+    batch_size: int = 32
+    learning_rate: float = 3e-3
+    hidden_size: int = 64
+    num_layers: int = 2
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    path: str = BUILTIN_SYNTHETIC  # jsonl / json / parquet / arrow file, a directory of them, or a
+    #                                datasets.save_to_disk directory
+    prompt_column: str = "prompt"
+    split: str = "train"  # which split of a save_to_disk DatasetDict
+    prompts_per_iteration: int | None = None  # default: the prompts left after evaluation, split evenly
+    shuffle: bool = True  # shuffle (by seed) before splitting
+    system_prompt: str | None = None
+    max_prompt_tokens: int = 512  # after the chat template
+    too_long: Literal["skip", "truncate_left", "error"] = "skip"
+    synthetic_prompts: int = 1024  # size of the synthetic task's prompt set
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    num_samples: int = 5  # K
+    max_new_tokens: int = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    prompts_per_batch: int = 64  # prompts per generate call
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    kind: Literal["pairrm", "synthetic", "file"] = "synthetic"
+    path: str | None = None  # PairRM directory or preference file
+    mode: Literal["pairwise", "blender"] = "pairwise"  # PairRM only
+    batch_size: int = 16  # encoder rows per call (PairRM)
+    prompts_per_call: int = 64
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    name: str = "rmsprop"
+    learning_rate: float = 5e-7
+    schedule: str = "linear"
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.0
+    clip_norm: float | None = 1.0
+
+    def __post_init__(self):
+        _check_choice("train.optimizer.name", self.name, OPTIMIZERS)
+        _check_choice("train.optimizer.schedule", self.schedule, SCHEDULES)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    batch_size: int = 64  # examples per step (global)
+    micro_batches: int = 1
+    epochs: int = 1
+    checkpoint_every: int = 50  # steps
+    optimizer: OptimConfig = field(default_factory=OptimConfig)
+
+
+@dataclass(frozen=True)
+class SPPOConfig:
+    iterations: int = 3
+    loss: Literal["sppo", "sppo_hard", "dpo", "ipo"] = "sppo"
+    eta: float = 1000.0  # SPPO's η (the official scripts' 1/β)
+    beta: float = 0.001  # the pairwise losses' β
+    selection: Literal["winner_loser", "all"] = "winner_loser"
+
+
+@dataclass(frozen=True)
+class NashMDConfig:
+    steps: int = 100
+    prompts_per_step: int = 16
+    mixture_beta: float = 0.125  # weight of the reference μ in the opponent's geometric mixture
+    tau: float = 0.1  # KL weight
+    refresh_every: int | None = None  # steps between μ ← π_θ (iterative Nash-MD); None = never
+    snapshots: int = 3  # iterates exported as RUN_DIR/iter_k/policy, evenly spaced; steps must divide
+    eval_every: int = 10  # steps between exact exploitability evaluations (synthetic task)
+
+
+@dataclass(frozen=True)
+class MeshConfig:
+    data: int = 1
+    fsdp: int = -1  # -1: all the devices left
+    tensor: int = 1
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    prompts: int = 64  # held-out prompts, never trained on
+    samples_per_prompt: int = 4
+    max_new_tokens: int | None = None  # default: sampling.max_new_tokens
+    second_judge: JudgeConfig | None = None  # an independent judge for the cross-iteration table
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    name: str = "run"
+    recipe: Literal["sppo", "nash_md"] = "sppo"
+    seed: int = 0
+    run_dir: str | None = None  # default: runs/<name>-<timestamp>
+    model: ModelConfig = field(default_factory=ModelConfig)
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    sppo: SPPOConfig = field(default_factory=SPPOConfig)
+    nash_md: NashMDConfig = field(default_factory=NashMDConfig)
+    mesh: MeshConfig = field(default_factory=MeshConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+# Fields that must be positive (≥ 1 for integers, > 0 for floats), by dotted key suffix.
+POSITIVE = {"steps", "batch_size", "hidden_size", "num_layers", "synthetic_prompts", "num_samples",
+            "max_new_tokens", "prompts_per_batch", "prompts_per_call", "micro_batches", "epochs",
+            "checkpoint_every", "iterations", "prompts_per_step", "eval_every", "snapshots", "samples_per_prompt",
+            "max_prompt_tokens", "prompts_per_iteration", "refresh_every", "eta"}
+UNIT_INTERVAL = {"top_p", "mixture_beta", "warmup_ratio"}
+
+
+def _check_choice(key, value, allowed):
+    if value not in allowed:
+        raise ValueError(f"{key}={value!r}; expected one of {list(allowed)}")
+
+
+def _convert(value, hint, key):
+    """`value` as type `hint`, or ValueError saying what `key` expected."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _convert(value, option, key)
+            except ValueError as err:
+                errors.append(str(err))
+        raise ValueError(errors[0] if len(errors) == 1 else f"{key}={value!r}; expected one of: "
+                         + "; ".join(e.split("; ", 1)[-1] for e in errors) + " or null")
+    if origin is Literal:
+        _check_choice(key, value, typing.get_args(hint))
+        return value
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            raise ValueError(f"{key}: expected a mapping of {hint.__name__} fields; got {value!r}")
+        return build(hint, value, key)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise ValueError(f"{key}={value!r}; expected true or false")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise ValueError(f"{key}={value!r}; expected an integer")
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML reads 1e-3 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ValueError(f"{key}={value!r}; expected a number")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise ValueError(f"{key}={value!r}; expected a string")
+    raise TypeError(f"unsupported config type {hint} for {key}")
+
+
+def build(cls, values, prefix=""):
+    """An instance of dataclass `cls` from a dict, every key and value checked."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for name in values:
+        if name not in names:
+            where = f"{prefix}.{name}" if prefix else name
+            raise ValueError(f"unknown key {where!r}; expected one of {sorted(names)}")
+    kwargs = {}
+    for name, value in values.items():
+        key = f"{prefix}.{name}" if prefix else name
+        value = _convert(value, hints[name], key)
+        _check_range(key, name, value)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def _check_range(key, name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    if name in POSITIVE and not value > 0:
+        raise ValueError(f"{key}={value!r}; expected a positive number")
+    if name in UNIT_INTERVAL and not 0.0 <= value <= 1.0:
+        raise ValueError(f"{key}={value!r}; expected a value in [0, 1]")
+    if name in ("temperature", "learning_rate", "weight_decay", "tau", "beta") and value < 0:
+        raise ValueError(f"{key}={value!r}; expected a value ≥ 0")
+
+
+def parse_override(text):
+    """'a.b=value' -> (['a', 'b'], value parsed as YAML: numbers, true/false, null, lists)."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"override {text!r}; expected KEY=VALUE (dotted keys for nested fields)")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def apply_overrides(values, overrides):
+    """A copy of the nested dict `values` with each 'a.b=value' override set."""
+    values = _copy(values)
+    for text in overrides:
+        keys, value = parse_override(text)
+        node = values
+        for depth, part in enumerate(keys[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            elif not isinstance(child, dict):
+                raise ValueError(f"override {text!r}: {'.'.join(keys[:depth + 1])} is not a section")
+            node = child
+        node[keys[-1]] = value
+    return values
+
+
+def _copy(values):
+    return {k: _copy(v) if isinstance(v, dict) else v for k, v in values.items()}
+
+
+def read_yaml(path):
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file {path} does not exist")
+    try:
+        values = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ValueError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a mapping of config sections at the top level")
+    return values
+
+
+def load_config(path, overrides=()):
+    """RunConfig from a YAML file plus 'key=value' overrides; errors name the file and the key."""
+    values = apply_overrides(read_yaml(path), overrides)
+    values.setdefault("name", Path(path).stem)
+    try:
+        return build(RunConfig, values)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
+
+
+def to_dict(config):
+    return dataclasses.asdict(config)
+
+
+def to_yaml(config):
+    return yaml.safe_dump(to_dict(config), sort_keys=False)
