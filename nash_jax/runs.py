@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-CRASH_ENV = "NASH_JAX_CRASH_AT"  # fault injection for the resume tests: "POINT" or "POINT:COUNT"
+CRASH_ENV = "NASH_JAX_CRASH_AT"  # fault injection for the resume tests: the name of a crash_point
 
 
 def write_atomically(path, write):
@@ -183,23 +183,26 @@ def checkpoint_manager(directory, every):
     return ocp.CheckpointManager(Path(directory).absolute(), options=options)
 
 
-def save_checkpoint(manager, step, state, extra):
-    """Save the train state (arrays) and `extra` (JSON: the data iterator's state) at `step`."""
+def save_checkpoint(manager, step, trees, extra):
+    """Save named array trees ({"state": train state, ...}) and `extra` (JSON: the data iterator's
+    state) as the checkpoint of `step`, and wait until it is committed."""
     import orbax.checkpoint as ocp
 
-    return manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                                      extra=ocp.args.JsonSave(extra)))
+    args = {name: ocp.args.StandardSave(tree) for name, tree in trees.items()}
+    manager.save(step, args=ocp.args.Composite(extra=ocp.args.JsonSave(extra), **args))
+    manager.wait_until_finished()
 
 
 def restore_checkpoint(manager, like):
-    """(step, state, extra) of the latest checkpoint, arrays placed like `like`; None if there is none."""
+    """(step, {name: tree}, extra) of the latest checkpoint, each tree placed like like[name] (same
+    shapes, dtypes and shardings); None if there is no checkpoint."""
     import jax
     import orbax.checkpoint as ocp
 
     step = manager.latest_step()
     if step is None:
         return None
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
-    restored = manager.restore(step, args=ocp.args.Composite(
-        state=ocp.args.StandardRestore(abstract), extra=ocp.args.JsonRestore()))
-    return step, restored["state"], restored["extra"]
+    args = {name: ocp.args.StandardRestore(jax.tree.map(ocp.utils.to_shape_dtype_struct, tree))
+            for name, tree in like.items()}
+    restored = manager.restore(step, args=ocp.args.Composite(extra=ocp.args.JsonRestore(), **args))
+    return step, {name: restored[name] for name in like}, restored["extra"]

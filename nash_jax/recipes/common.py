@@ -6,6 +6,7 @@ exactly what an uninterrupted one draws.
 """
 
 import dataclasses
+import json
 import time
 from pathlib import Path
 
@@ -65,6 +66,13 @@ def initial_policy_dir(config, run):
     return path
 
 
+def tokenizer_source(config, run):
+    if config.model.tokenizer:
+        return config.model.tokenizer
+    return synthetic.TOKENIZER_DIR if config.model.path == BUILTIN_SYNTHETIC \
+        else initial_policy_dir(config, run)
+
+
 def load_policy(path, config, mesh):
     return hf.load_pretrained(path, mesh=mesh, dtype=config.model.dtype,
                               param_dtype=config.model.param_dtype, remat=config.model.remat)
@@ -94,7 +102,7 @@ def make_judge(judge_config, mesh=None):
     return FileJudge(judge_config.path)
 
 
-def judge_matrices(judge, prompts, candidates, *, per_call, where, bar=None):
+def judge_matrices(judge, prompts, candidates, *, per_call, where, bar=None, crash_prefix=None):
     """[B, K, K] from `judge`, asked `per_call` prompts at a time; a bad answer names `where`."""
     out = []
     for start in range(0, len(prompts), per_call):
@@ -106,7 +114,29 @@ def judge_matrices(judge, prompts, candidates, *, per_call, where, bar=None):
                              f"{err}") from None
         if bar is not None:
             bar.update(len(out[-1]))
+        if crash_prefix:
+            runs.crash_point(f"{crash_prefix}:call={len(out)}")
     return np.concatenate(out)
+
+
+# ---------------------------------------------------------------------------------------------------
+# prompts
+
+def prompt_splits(config, run):
+    """The held-out and per-iteration prompt strings (the synthetic task writes its prompts to
+    RUN_DIR/data/prompts.jsonl first, and reads them back through `datasets` like any other)."""
+    path = config.data.path
+    if path == BUILTIN_SYNTHETIC:
+        path = run / "data" / "prompts.jsonl"
+        if not path.is_file():
+            texts = synthetic.prompt_texts(config.data.synthetic_prompts, seed=config.seed)
+            runs.write_text_atomically(path, "".join(json.dumps({"prompt": p}) + "\n"
+                                                            for p in texts))
+    texts = data.load_prompt_texts(path, config.data.prompt_column, config.data.split)
+    iterations = config.sppo.iterations if config.recipe == "sppo" else 1
+    return data.split_prompts(texts, iterations=iterations, eval_prompts=config.eval.prompts,
+                              per_iteration=config.data.prompts_per_iteration,
+                              shuffle=config.data.shuffle, seed=config.seed)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -193,9 +223,10 @@ def train_loop(run, stage, model, rows, *, make_step, to_batch, optimizer, batch
     batches = iter(data.batches(rows, batch_size, seed=seed, epochs=epochs, drop_remainder=True))
     manager = runs.checkpoint_manager(run / stage / "checkpoints", checkpoint_every)
     start = 0
-    restored = runs.restore_checkpoint(manager, state)
+    restored = runs.restore_checkpoint(manager, {"state": state})
     if restored is not None:
-        start, state, extra = restored
+        start, trees, extra = restored
+        state = trees["state"]
         batches.set_state(extra["data"])
     bar = progress(total, stage, "step")
     bar.update(start)
@@ -208,8 +239,7 @@ def train_loop(run, stage, model, rows, *, make_step, to_batch, optimizer, batch
         bar.update(1)
         bar.set_postfix(loss=f"{float(metrics['loss']):.4g}")
         if (step + 1) % checkpoint_every == 0 and step + 1 < total:
-            runs.save_checkpoint(manager, step + 1, state, {"data": batches.get_state()})
-            manager.wait_until_finished()
+            runs.save_checkpoint(manager, step + 1, {"state": state}, {"data": batches.get_state()})
         runs.crash_point(f"{stage}:step={step + 1}")
     bar.close()
     manager.close()

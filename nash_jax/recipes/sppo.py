@@ -16,41 +16,22 @@ from functools import partial
 
 import numpy as np
 
-from nash_jax import data, report, runs
+from nash_jax import data, report
 from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.recipes import common
-from nash_jax.tasks import synthetic
 from nash_jax.train.steps import make_pair_step, make_sppo_step
 
 
 def run_sppo(config, run):
     mesh = common.make_mesh(config)
     tokenizer = common.load_policy_tokenizer(config, run)
-    splits = prompt_splits(config, run)
+    splits = common.prompt_splits(config, run)
     judge = common.make_judge(config.judge, mesh)
     if config.model.path == BUILTIN_SYNTHETIC:
         common.warm_start(config, run, tokenizer, mesh)
     for t in range(config.sppo.iterations):
         iteration(config, run, t, splits.iterations[t], tokenizer, judge, mesh)
     return report.evaluate_and_write(config, run, splits.eval, tokenizer, judge, mesh)
-
-
-def prompt_splits(config, run):
-    """The held-out and per-iteration prompt strings (the synthetic task writes its prompts to
-    RUN_DIR/data/prompts.jsonl first, and reads them back through `datasets` like any other)."""
-    path = config.data.path
-    if path == BUILTIN_SYNTHETIC:
-        path = run / "data" / "prompts.jsonl"
-        if not path.is_file():
-            import json
-            texts = synthetic.prompt_texts(config.data.synthetic_prompts, seed=config.seed)
-            runs.write_text_atomically(path, "".join(json.dumps({"prompt": p}) + "\n"
-                                                            for p in texts))
-    texts = data.load_prompt_texts(path, config.data.prompt_column, config.data.split)
-    iterations = config.sppo.iterations if config.recipe == "sppo" else 1
-    return data.split_prompts(texts, iterations=iterations, eval_prompts=config.eval.prompts,
-                              per_iteration=config.data.prompts_per_iteration,
-                              shuffle=config.data.shuffle, seed=config.seed)
 
 
 def policy_dir(config, run, t):
@@ -87,7 +68,7 @@ def iteration(config, run, t, prompts, tokenizer, judge, mesh):
     if not run.done(f"{it}/judge"):
         bar = common.progress(len(samples["prompt"]), f"{it} judge", "prompt")
         pref = common.judge_matrices(judge, samples["prompt"], samples["responses"],
-                                     per_call=config.judge.prompts_per_call, bar=bar,
+                                     per_call=config.judge.prompts_per_call, bar=bar, crash_prefix=f"{it}/judge",
                                      where=f"judging iteration {t} ({run / it / 'samples.parquet'})")
         bar.close()
         common.write_table(run / it / "judgments.parquet",
@@ -106,15 +87,8 @@ def iteration(config, run, t, prompts, tokenizer, judge, mesh):
     rows = [dict(zip(table, values)) for values in zip(*table.values())]
 
     model = train(config, run, t, model, rows, mesh, tokenizer)
-    common.export_policy(model, run / it / "policy", tokenizer_dir=tokenizer_source(config, run))
+    common.export_policy(model, run / it / "policy", tokenizer_dir=common.tokenizer_source(config, run))
     run.finish(f"{it}/train", [f"{it}/policy"])
-
-
-def tokenizer_source(config, run):
-    if config.model.tokenizer:
-        return config.model.tokenizer
-    return synthetic.TOKENIZER_DIR if config.model.path == BUILTIN_SYNTHETIC \
-        else common.initial_policy_dir(config, run)
 
 
 def build_examples(samples, win_rates, sppo):

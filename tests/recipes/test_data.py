@@ -1,0 +1,86 @@
+"""Prompt data: local files through `datasets`, disjoint seeded splits, templating, grain batches."""
+
+import json
+
+import datasets
+import pytest
+
+from nash_jax import data
+from nash_jax.models.tokenizer import load_tokenizer
+from nash_jax.tasks import synthetic
+
+PROMPTS = [f"write a short reply about {t}" for t in synthetic.TOPICS]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer(synthetic.TOKENIZER_DIR)
+
+
+def test_every_local_format_reads_the_same_prompts(tmp_path):
+    ds = datasets.Dataset.from_dict({"prompt": PROMPTS, "other": list(range(len(PROMPTS)))})
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
+    ds.to_parquet(str(tmp_path / "p.parquet"))
+    ds.save_to_disk(str(tmp_path / "saved"))
+    datasets.DatasetDict({"train": ds}).save_to_disk(str(tmp_path / "saved_dict"))
+    (tmp_path / "dir").mkdir()
+    ds.select(range(8)).to_parquet(str(tmp_path / "dir" / "a.parquet"))
+    ds.select(range(8, len(PROMPTS))).to_parquet(str(tmp_path / "dir" / "b.parquet"))
+    arrow_dir = tmp_path / "saved"
+    arrow_file = next(arrow_dir.glob("*.arrow"))
+    for path in ("p.jsonl", "p.parquet", "saved", "saved_dict", "dir", arrow_file):
+        assert data.load_prompt_texts(tmp_path / path) == PROMPTS, path
+
+
+def test_bad_datasets_say_what_is_wrong(tmp_path):
+    with pytest.raises(FileNotFoundError, match="prompt dataset .*missing.jsonl does not exist"):
+        data.load_prompt_texts(tmp_path / "missing.jsonl")
+    (tmp_path / "p.jsonl").write_text(json.dumps({"instruction": "hi"}) + "\n")
+    with pytest.raises(ValueError, match=r"columns \['instruction'\]; data.prompt_column='prompt'"):
+        data.load_prompt_texts(tmp_path / "p.jsonl")
+    (tmp_path / "e.jsonl").write_text(json.dumps({"prompt": " "}) + "\n")
+    with pytest.raises(ValueError, match="row 0 has prompt=' '; expected a non-empty string"):
+        data.load_prompt_texts(tmp_path / "e.jsonl")
+
+
+def test_splits_are_disjoint_fixed_by_the_seed_and_hold_out_evaluation():
+    texts = [f"p{i}" for i in range(20)]
+    a = data.split_prompts(texts, iterations=3, eval_prompts=4, seed=1)
+    b = data.split_prompts(texts, iterations=3, eval_prompts=4, seed=1)
+    assert a == b and len(a.eval) == 4 and [len(s) for s in a.iterations] == [5, 5, 5]
+    seen = a.eval + sum(a.iterations, [])
+    assert len(set(seen)) == len(seen)
+    assert data.split_prompts(texts, iterations=3, eval_prompts=4, seed=2) != a
+
+
+def test_an_empty_split_is_refused():
+    with pytest.raises(ValueError, match="3 prompts: after 2 held out .* too few for 2 splits"):
+        data.split_prompts(["a", "b", "c"], iterations=2, eval_prompts=2)
+
+
+def test_too_long_prompts_follow_the_documented_policy(tokenizer):
+    texts = ["write a short reply about rivers", " ".join(["so"] * 40)]
+    ids, kept, skipped = data.encode_prompts(tokenizer, texts, max_tokens=16, too_long="skip")
+    assert kept == [0] and skipped == 1
+    assert tokenizer.convert_ids_to_tokens(ids[0])[:3] == ["<s>", "<|user|>", "write"]  # BOS once
+    ids, kept, _ = data.encode_prompts(tokenizer, texts, max_tokens=16, too_long="truncate_left")
+    assert kept == [0, 1] and len(ids[1]) == 16
+    assert ids[1][-1] == tokenizer.convert_tokens_to_ids("<|assistant|>")  # the generation prompt kept
+    with pytest.raises(ValueError, match="prompt 1 has 43 tokens after the chat template; "
+                                         "data.max_prompt_tokens=16"):
+        data.encode_prompts(tokenizer, texts, max_tokens=16, too_long="error")
+    with pytest.raises(ValueError, match="no prompt left"):
+        data.encode_prompts(tokenizer, texts[1:], max_tokens=16, too_long="skip")
+
+
+def test_grain_batches_resume_exactly_from_a_saved_state():
+    items = list(range(23))
+    it = iter(data.batches(items, 4, seed=3, epochs=2, drop_remainder=True))
+    first = [next(it) for _ in range(3)]
+    state = it.get_state()
+    rest = list(it)
+    resumed = iter(data.batches(items, 4, seed=3, epochs=2, drop_remainder=True))
+    resumed.set_state(json.loads(json.dumps(state)))
+    assert list(resumed) == rest
+    assert len(first) + len(rest) == data.num_batches(23, 4, epochs=2, drop_remainder=True) == 11
+    assert sorted(sum(first + rest, []))[:8] == [0, 0, 1, 1, 2, 2, 3, 3]
