@@ -1,0 +1,59 @@
+"""Small recipe configs (the demo's, shrunk to seconds) and a runner for killed subprocess runs."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+from safetensors.numpy import load_file
+
+CONFIGS = Path(__file__).parents[2] / "configs"
+REPO = Path(__file__).parents[2]
+
+# Sizes keep every batch a multiple of the 8 test devices (the mesh is fsdp over all of them).
+SMALL = {
+    "warm_start": {"steps": 16, "batch_size": 16, "hidden_size": 32},
+    "data": {"synthetic_prompts": 56},
+    "sampling": {"num_samples": 3, "max_new_tokens": 8, "prompts_per_batch": 16},
+    "judge": {"prompts_per_call": 16},
+    "train": {"batch_size": 8, "epochs": 2, "checkpoint_every": 4},
+    "sppo": {"iterations": 2},
+    "eval": {"prompts": 8, "samples_per_prompt": 2},
+    "nash_md": {"steps": 8, "prompts_per_step": 8, "snapshots": 2, "eval_every": 4},
+}
+
+
+def small_config(tmp_path, base="demo", name="small", **sections):
+    """Write the shipped `base` config with SMALL (and `sections`) merged in; return its path."""
+    values = yaml.safe_load((CONFIGS / f"{base}.yaml").read_text())
+    for section, fields in {**SMALL, **sections}.items():
+        values.setdefault(section, {}).update(fields)
+    values["name"] = name
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def run_cli(config_path, run_dir, crash_at=None, timeout=300):
+    """`python -m nash_jax.cli run CONFIG run_dir=...` in a subprocess, killed at `crash_at`."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("NASH_JAX_CRASH_AT", None)
+    if crash_at:
+        env["NASH_JAX_CRASH_AT"] = crash_at
+    return subprocess.run([sys.executable, "-m", "nash_jax.cli", "run", str(config_path),
+                           f"run_dir={run_dir}"], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+
+
+def policy_tensors(policy_dir):
+    return load_file(Path(policy_dir) / "model.safetensors")
+
+
+def assert_same_parameters(dir_a, dir_b):
+    a, b = policy_tensors(dir_a), policy_tensors(dir_b)
+    assert sorted(a) == sorted(b)
+    for key in a:
+        diff = float(np.max(np.abs(a[key] - b[key])))
+        assert diff == 0.0, f"{key}: max |Δ| = {diff}"
