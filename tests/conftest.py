@@ -8,6 +8,13 @@ os.environ["XLA_FLAGS"] = " ".join(
     if not flag.startswith("--xla_force_host_platform_device_count")
 ) + " --xla_force_host_platform_device_count=8"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# One persistent compilation cache for the session, shared with the recipe tests' subprocesses (they
+# inherit the environment): a killed-and-rerun recipe then compiles its programs once, not per launch.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="nash_jax_test_xla_cache_")
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 
 import jax  # noqa: E402
 

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import re
 import shutil
+import weakref
 from pathlib import Path
 
 import jax
@@ -220,6 +221,12 @@ def _flat_params(state):
     return {".".join(str(p) for p in path): variable for path, variable in nnx.to_flat_state(state)}
 
 
+# Where each loaded model came from (for its tokenizer files on export). Kept beside the module rather
+# than as an attribute of it: an attribute would enter the NNX graphdef, so that two loads of the same
+# architecture from different directories would compile every jitted program twice.
+_SOURCE_DIRS = weakref.WeakKeyDictionary()
+
+
 def load_pretrained(path, *, mesh=None, dtype="float32", param_dtype=None, remat=False):
     """A ready Llama-family NNX model from a local HF directory, its weights placed on `mesh`.
 
@@ -248,7 +255,7 @@ def load_pretrained(path, *, mesh=None, dtype="float32", param_dtype=None, remat
             variable.set_value(jax.make_array_from_callback(host.shape, sharding,
                                                             lambda idx, host=host: host[idx]))
     model = nnx.merge(graphdef, state)
-    model.source_dir = str(path)
+    _SOURCE_DIRS[model] = str(path)
     return model
 
 
@@ -321,7 +328,7 @@ def save_pretrained(model, path, *, tokenizer_dir=None, max_shard_bytes=DEFAULT_
         for stale in path.glob("model-*-of-*.safetensors"):
             stale.unlink()
     write_text_atomically(path / "config.json", json.dumps(hf, indent=2, sort_keys=True))
-    source = Path(tokenizer_dir or getattr(model, "source_dir", "") or path)
+    source = Path(tokenizer_dir or _SOURCE_DIRS.get(model, "") or path)
     if source.resolve() != path.resolve():
         for name in TOKENIZER_FILES:
             if (source / name).is_file():

@@ -28,8 +28,9 @@ SMALL = {
 def small_config(tmp_path, base="demo", name="small", **sections):
     """Write the shipped `base` config with SMALL (and `sections`) merged in; return its path."""
     values = yaml.safe_load((CONFIGS / f"{base}.yaml").read_text())
-    for section, fields in {**SMALL, **sections}.items():
-        values.setdefault(section, {}).update(fields)
+    for layer in (SMALL, sections):
+        for section, fields in layer.items():
+            values.setdefault(section, {}).update(fields)
     values["name"] = name
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(values))

@@ -1,0 +1,68 @@
+"""The report: cycle detection on constructed tables, and the files a finished run's report writes."""
+
+import json
+
+import numpy as np
+import pytest
+
+from nash_jax import recipes
+from nash_jax.cli import main
+from nash_jax.config import load_config
+from nash_jax.report import find_cycles, win_rate_table
+from nash_jax.tasks import synthetic
+from tests.recipes.conftest import small_config
+
+LABELS = ["pi_0", "pi_1", "pi_2", "pi_3"]
+
+
+def table_from_wins(wins, n=4, margin=0.2):
+    table = np.full((n, n), 0.5)
+    for a, b in wins:
+        table[a, b], table[b, a] = 0.5 + margin, 0.5 - margin
+    return table
+
+
+def test_a_cyclic_sequence_of_iterates_is_flagged():
+    # π3 ≻ π2 ≻ π1 but π1 ≻ π3; π0 loses to everyone
+    table = table_from_wins([(3, 2), (2, 1), (1, 3), (1, 0), (2, 0), (3, 0)])
+    assert find_cycles(table, LABELS) == [["pi_1", "pi_3", "pi_2"]]
+
+
+def test_a_transitive_sequence_is_not_flagged():
+    table = table_from_wins([(b, a) for a in range(4) for b in range(a + 1, 4)])
+    assert find_cycles(table, LABELS) == []
+
+
+def test_win_rate_table_is_square_with_half_on_the_diagonal():
+    responses = [[["plain reply", "witty reply"]], [["witty reply", "formal reply"]],
+                 [["poetic reply", "poetic reply"]]]
+    table = win_rate_table(synthetic.SyntheticOracle(), ["p"], responses, per_call=4)
+    pref = synthetic.preference_matrix()
+    assert table.shape == (3, 3) and np.allclose(np.diag(table), 0.5)
+    np.testing.assert_allclose(table + table.T, 1.0)
+    assert table[1, 0] == pytest.approx((pref[1, 0] + pref[2, 1]) / 2)
+
+
+def test_demo_in_a_smaller_setting_writes_the_report(tmp_path, capsys):
+    config_path = small_config(tmp_path, sppo={"iterations": 3}, data={"synthetic_prompts": 80})
+    run_dir = tmp_path / "run"
+    report = recipes.run(load_config(config_path, [f"run_dir={run_dir}"]))
+    for name in ("report.json", "report.md", "win_rates.png", "iterates.png", "loss.png"):
+        assert (run_dir / name).stat().st_size > 0, name
+    saved = json.loads((run_dir / "report.json").read_text())
+    table = np.asarray(saved["win_rate_table"])
+    assert table.shape == (4, 4) and np.allclose(np.diag(table), 0.5)
+    np.testing.assert_allclose(table + table.T, 1.0, atol=1e-9)
+    assert saved["final_vs_initial"] == pytest.approx(table[3, 0]) == pytest.approx(report["final_vs_initial"])
+    assert [p["iterate"] for p in saved["per_iterate"]] == ["pi_0", "pi_1", "pi_2", "pi_3"]
+    assert saved["per_iterate"][0]["kl_to_initial"] == pytest.approx(0.0, abs=1e-4)
+    assert all(len(e["loss"]) > 0 and 0 <= e["target_reached"] <= 1 for e in saved["per_iteration"])
+    markdown = (run_dir / "report.md").read_text()
+    assert "final_vs_initial" in markdown and "![win_rates.png](win_rates.png)" in markdown
+
+    # `nash-jax report RUN_DIR` re-evaluates from the cached samples and prints the summary
+    (run_dir / "report.json").unlink()
+    assert main(["report", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert f"final_vs_initial: {saved['final_vs_initial']:.3f}" in out
+    assert json.loads((run_dir / "report.json").read_text())["win_rate_table"] == saved["win_rate_table"]
