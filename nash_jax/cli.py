@@ -35,10 +35,19 @@ def _judge(args):
                               "win_rates": matrix.mean(axis=1).tolist()}), flush=True)
 
 
+def _start_processes(args):
+    from nash_jax import parallel
+
+    parallel.init_distributed(parallel.DistributedConfig(
+        coordinator_address=args.coordinator, num_processes=args.num_processes,
+        process_id=args.process_id))
+
+
 def _run(args):
     from nash_jax import config as config_lib
     from nash_jax import recipes
 
+    _start_processes(args)
     config = recipes.resolve_run_dir(config_lib.load_config(args.config, args.overrides))
     print(f"run directory: {config.run_dir}", file=sys.stderr)
     report = recipes.run(config)
@@ -49,6 +58,7 @@ def _report(args):
     from nash_jax import recipes
     from nash_jax.config import RunConfig, build, read_yaml
 
+    _start_processes(args)
     run_dir = Path(args.run_dir)
     config = build(RunConfig, read_yaml(run_dir / "config.yaml"))
     if config.run_dir and Path(config.run_dir).resolve() != run_dir.resolve():
@@ -106,6 +116,16 @@ def _positive_int(text):
     return value
 
 
+def _add_process_flags(parser):
+    group = parser.add_argument_group(
+        "several processes (one per host; or several on one machine, with gloo on CPU)",
+        "every process runs the same command; process 0 writes the run directory, which must be on "
+        "a file system that all of them see")
+    group.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0")
+    group.add_argument("--num-processes", type=_positive_int, default=1)
+    group.add_argument("--process-id", type=int, default=0)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="nash-jax", description="Game-theoretic preference optimisation (SPPO, Nash-MD) in JAX.")
@@ -152,6 +172,7 @@ def build_parser():
     run.add_argument("config", help="YAML config (see configs/)")
     run.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                      help="override any config field, dotted for nested ones (train.batch_size=32)")
+    _add_process_flags(run)
     run.set_defaults(handler=_run)
 
     report = commands.add_parser(
@@ -160,6 +181,7 @@ def build_parser():
                     "KL to the initial policy, and RUN_DIR/report.{json,md} with plots. Resumes the "
                     "run first if it is unfinished.")
     report.add_argument("run_dir", help="a run directory (holds config.yaml)")
+    _add_process_flags(report)
     report.set_defaults(handler=_report)
     return parser
 

@@ -18,9 +18,12 @@ import itertools
 import json
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 
-from nash_jax import data, runs
+from nash_jax import data, parallel, runs
 from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.recipes import common
 from nash_jax.tasks import synthetic
@@ -111,7 +114,8 @@ def sequence_logprobs(model, prompt_ids, response_ids, tokenizer, mesh, per_call
         chunk = flat[start:start + per_call]
         padded = chunk + [chunk[0]] * (-len(chunk) % shards)
         batch = common.token_batch([p for p, _ in padded], [r for _, r in padded], pad_id)
-        out.extend(np.asarray(logprobs(params, batch))[:len(chunk)].tolist())
+        values = logprobs.jitted(params, logprobs.place_global(batch))
+        out.extend(parallel.gather_to_host(values)[:len(chunk)].tolist())
     k = len(response_ids[0])
     return [out[b * k:(b + 1) * k] for b in range(len(prompt_ids))]
 
@@ -119,15 +123,23 @@ def sequence_logprobs(model, prompt_ids, response_ids, tokenizer, mesh, per_call
 def synthetic_exploitability(model, prompt_ids, tokenizer, mesh):
     """Exact mean exploitability under the synthetic oracle, from the first response token's
     distribution after each prompt."""
-    import jax
-
     from nash_jax.padding import bucket_size, left_pad
 
+    shards = mesh.shape["data"] * mesh.shape["fsdp"]
     width = bucket_size(max(len(p) for p in prompt_ids), minimum=8)
-    tokens, segment_ids = left_pad(prompt_ids, width, tokenizer.pad_token_id or 0)
-    logits, _ = model(tokens, segment_ids=segment_ids)
-    first = np.asarray(jax.nn.log_softmax(logits[:, -1].astype("float32")))
+    rows = list(prompt_ids) + [prompt_ids[0]] * (-len(prompt_ids) % shards)
+    tokens, segment_ids = left_pad(rows, width, tokenizer.pad_token_id or 0)
+    sharding = parallel.batch_sharding(mesh, 2)
+    first = _next_token_logprobs(model, parallel.place_global_array(tokens, sharding),
+                                 parallel.place_global_array(segment_ids, sharding))
+    first = parallel.gather_to_host(first)[:len(prompt_ids)]
     return synthetic.mean_exploitability(synthetic.class_probabilities(first, tokenizer))
+
+
+@nnx.jit
+def _next_token_logprobs(model, tokens, segment_ids):
+    logits, _ = model(tokens, segment_ids=segment_ids)
+    return jax.nn.log_softmax(logits[:, -1].astype(jnp.float32))
 
 
 def win_rate_table(judge, prompts, responses_per_iterate, per_call):

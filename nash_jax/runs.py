@@ -25,9 +25,12 @@ CRASH_ENV = "NASH_JAX_CRASH_AT"  # fault injection for the resume tests: the nam
 def write_atomically(path, write):
     """Call write(tmp_path) on a temporary file beside `path`, then rename it into place.
 
-    A crash midway leaves at most a hidden `.NAME.*.tmp` file, never a truncated `NAME`.
+    A crash midway leaves at most a hidden `.NAME.*.tmp` file, never a truncated `NAME`. In a
+    multi-process run only process 0 writes (the others hold the same data).
     """
     path = Path(path)
+    if not _is_writer():
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
@@ -43,8 +46,14 @@ def write_text_atomically(path, text):
     write_atomically(path, lambda tmp: Path(tmp).write_text(text))
 
 
+def _is_writer():
+    import jax
+    return jax.process_index() == 0
+
+
 def write_dir_atomically(path, write):
-    """Call write(tmp_dir) on a fresh directory beside `path`, then swap it into place."""
+    """Call write(tmp_dir) on a fresh directory beside `path`, then swap it into place (on every
+    process that calls it: multi-process callers call it on process 0 only)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
@@ -123,7 +132,11 @@ class RunDir:
         return self.manifest["stages"][stage]["info"]
 
     def finish(self, stage, artifacts, **info):
-        """Record `stage` as finished with its artifacts (paths relative to the run directory)."""
+        """Record `stage` as finished with its artifacts (paths relative to the run directory).
+
+        Multi-process: every process calls it; the barrier makes process 0's files visible first."""
+        from nash_jax.parallel import barrier
+        barrier(f"finish {stage}")
         files = {}
         for relative in artifacts:
             files.update(_fingerprint(self.path, relative))
@@ -133,7 +146,9 @@ class RunDir:
         write_text_atomically(self.manifest_path, json.dumps(self.manifest, indent=1))
 
     def log_metrics(self, stage, step, metrics):
-        """Append one JSON line to metrics.jsonl and the scalars to TensorBoard."""
+        """Append one JSON line to metrics.jsonl and the scalars to TensorBoard (process 0 only)."""
+        if not _is_writer():
+            return
         record = {"stage": stage, "step": int(step), **{k: float(v) for k, v in metrics.items()}}
         with open(self.path / "metrics.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")

@@ -189,8 +189,8 @@ def _prepare(prompts, vocab_size, mesh, prompt_buckets, batch_buckets, pad_id):
     rows = [list(map(int, p)) for p in prompts] + [[pad_id]] * (batch - len(prompts))
     tokens, segment_ids = left_pad(rows, width, pad_id)
     sharding = parallel.batch_sharding(mesh, 2)
-    return (parallel.place_batch_array(tokens, sharding),
-            parallel.place_batch_array(segment_ids, sharding))
+    return (parallel.place_global_array(tokens, sharding),
+            parallel.place_global_array(segment_ids, sharding))
 
 
 def _run(models, prompts, *, num_samples, max_new_tokens, temperature, top_p, top_k, beta,
@@ -222,6 +222,9 @@ def _run(models, prompts, *, num_samples, max_new_tokens, temperature, top_p, to
 def generate(model, prompts, *, num_samples, max_new_tokens, temperature=1.0, top_p=1.0, top_k=0,
              eos_token_ids=(), key, mesh=None, pad_id=0, prompt_buckets=None, batch_buckets=None):
     """K = num_samples samples for each prompt (a list of token-id lists, any lengths) → Samples.
+
+    In a multi-process run every process passes the same prompts and key; each places its share of the
+    batch, and every process gets all the samples back.
 
     temperature 0 is greedy. Prompt lengths are padded to powers of two (≥ 8) or to the smallest of
     `prompt_buckets`; the batch likewise (and to a multiple of the mesh's data × fsdp devices).

@@ -175,8 +175,9 @@ class PairRM(PreferenceModel):
                 ids[slot, :len(rows[i])], mask[slot, :len(rows[i])] = rows[i], 1
                 marks[slot] = markers[i]
             mask[len(chunk):, 0] = 1  # padding rows: one real token keeps them finite
-            placed = [parallel.place_batch_array(x, sharding) for x in (ids, mask)]
-            marks = parallel.place_batch_array(marks, sharding)
+            # every process holds the same rows (multi-process: each places its share)
+            placed = [parallel.place_global_array(x, sharding) for x in (ids, mask)]
+            marks = parallel.place_global_array(marks, sharding)
             logits = _pair_logits(self._state, self._graphdef, *placed, marks)
             out[chunk] = parallel.gather_to_host(logits)[:len(chunk)]
         self.rows_computed += len(rows)

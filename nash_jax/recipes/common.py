@@ -132,6 +132,7 @@ def prompt_splits(config, run):
             texts = synthetic.prompt_texts(config.data.synthetic_prompts, seed=config.seed)
             runs.write_text_atomically(path, "".join(json.dumps({"prompt": p}) + "\n"
                                                             for p in texts))
+        parallel.barrier("synthetic prompts")
     texts = data.load_prompt_texts(path, config.data.prompt_column, config.data.split)
     iterations = config.sppo.iterations if config.recipe == "sppo" else 1
     return data.split_prompts(texts, iterations=iterations, eval_prompts=config.eval.prompts,
@@ -232,7 +233,7 @@ def train_loop(run, stage, model, rows, *, make_step, to_batch, optimizer, batch
     bar.update(start)
     for step in range(start, total):
         began = time.perf_counter()
-        state, metrics = step_fn(state, to_batch(next(batches)))
+        state, metrics = step_fn.jitted(state, step_fn.place_global(to_batch(next(batches))))
         metrics = jax.device_get(metrics)
         metrics["step_s"] = time.perf_counter() - began
         run.log_metrics(stage, step + 1, metrics)
@@ -247,8 +248,14 @@ def train_loop(run, stage, model, rows, *, make_step, to_batch, optimizer, batch
 
 
 def export_policy(model, path, tokenizer_dir):
-    """Write `model` as an HF directory at `path` (whole, or not at all)."""
-    runs.write_dir_atomically(path, lambda tmp: hf.save_pretrained(model, tmp, tokenizer_dir=tokenizer_dir))
+    """Write `model` as an HF directory at `path` (whole, or not at all). Every process takes part in
+    gathering the parameters; process 0 writes."""
+    if parallel.is_writer():
+        runs.write_dir_atomically(path, lambda tmp: hf.save_pretrained(model, tmp,
+                                                                       tokenizer_dir=tokenizer_dir))
+    else:
+        hf.save_pretrained(model, path, tokenizer_dir=tokenizer_dir)  # gathers; writes nothing
+    parallel.barrier(f"export {path}")
 
 
 # ---------------------------------------------------------------------------------------------------

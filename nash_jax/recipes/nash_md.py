@@ -103,9 +103,10 @@ def train(config, run, splits, tokenizer, judge, mesh):
         except ValueError as err:
             raise ValueError(f"judging Nash-MD step {step + 1}: {err}") from None
         batch = common.token_batch(batch_ids, y_ids, tokenizer.pad_token_id or 0)
-        batch["ref_logp"] = np.asarray(logprobs(reference, batch), np.float32)
+        batch["ref_logp"] = np.asarray(logprobs.jitted(reference, logprobs.place_global(batch)),
+                                       np.float32)
         batch["pref"] = pref.astype(np.float32)
-        state, metrics = step_fn(state, batch)
+        state, metrics = step_fn.jitted(state, step_fn.place_global(batch))
         metrics = {**jax.device_get(metrics), "pref_mean": float(pref.mean()),
                    "length_mean": float(np.mean([len(y) for y in y_ids]))}
         run.log_metrics(STAGE, step + 1, metrics)

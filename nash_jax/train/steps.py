@@ -163,14 +163,25 @@ class Step:
         return self.jitted(state, self.place(batch))
 
     def place(self, batch):
-        """Check a host batch and turn it into global arrays sharded over ("data", "fsdp")."""
-        if self.extra_keys and isinstance(batch, dict):
-            batch = {f: batch[f] for f in self.fields if f in batch}
-        check_batch(batch, self.fields, self.mesh, self.micro_batches, self.name)
+        """Check this process's rows of a batch and turn them into global arrays sharded over
+        ("data", "fsdp"): the global batch is every process's rows, in process order."""
+        batch = self._checked(batch, processes=jax.process_count())
         return {f: parallel.place_batch_array(batch[f], self.batch_shardings[f]) for f in self.fields}
 
+    def place_global(self, batch):
+        """Like `place`, for a batch that every process holds whole (the recipes compute their
+        batches identically on every process)."""
+        batch = self._checked(batch, processes=1)
+        return {f: parallel.place_global_array(batch[f], self.batch_shardings[f]) for f in self.fields}
 
-def check_batch(batch, fields, mesh, micro_batches, name):
+    def _checked(self, batch, processes):
+        if self.extra_keys and isinstance(batch, dict):
+            batch = {f: batch[f] for f in self.fields if f in batch}
+        check_batch(batch, self.fields, self.mesh, self.micro_batches, self.name, processes)
+        return batch
+
+
+def check_batch(batch, fields, mesh, micro_batches, name, processes=1):
     """Raise ValueError saying what is wrong with a batch for step `name`, and what was expected."""
     if not isinstance(batch, dict):
         raise ValueError(f"{name}: batch must be a dict of arrays with keys {sorted(fields)}")
@@ -193,7 +204,7 @@ def check_batch(batch, fields, mesh, micro_batches, name):
                                            and shapes[f][1:] != token_shape[1:-1]):
             raise ValueError(f"{name}: {f} has shape {list(shapes[f])} for {local_n} examples "
                              f"(tokens {list(token_shape)}); expected {[local_n, *token_shape[1:-1]]}")
-    n = local_n * jax.process_count()
+    n = local_n * processes
     data_shards = mesh.shape["data"] * mesh.shape["fsdp"]
     if n % micro_batches or (n // micro_batches) % data_shards:
         raise ValueError(f"{name}: a global batch of {n} examples in {micro_batches} micro-batches "
