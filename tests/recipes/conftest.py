@@ -45,7 +45,7 @@ def run_cli(config_path, run_dir, crash_at=None, timeout=300):
         env["NASH_JAX_CRASH_AT"] = crash_at
     return subprocess.run([sys.executable, "-m", "nash_jax.cli", "run", str(config_path),
                            f"run_dir={run_dir}"], env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
+                          timeout=timeout, cwd=REPO, check=False)
 
 
 def policy_tensors(policy_dir):

@@ -3,7 +3,6 @@
 import json
 import signal
 
-import numpy as np
 import pytest
 import torch
 import transformers
