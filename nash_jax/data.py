@@ -100,14 +100,13 @@ def encode_prompts(tokenizer, texts, *, max_tokens, too_long="skip", system=None
     return ids, kept, skipped
 
 
-def batches(items, batch_size, *, seed=None, epochs=1, drop_remainder=False, shard=False):
-    """A grain dataset of lists of `items` (shuffled by `seed` each epoch when given). With
-    shard=True each JAX process reads its own slice. Iterate with `iter(...)`; the iterator's
-    get_state()/set_state() resume it exactly."""
+def batches(items, batch_size, *, seed=None, epochs=1, drop_remainder=False):
+    """A grain dataset of lists of `items` (shuffled by `seed` each epoch when given). Iterate with
+    `iter(...)`; the iterator's get_state()/set_state() resume it exactly.
+
+    Every process of a multi-process run reads the same batches (they are prompts and token ids, small
+    on the host) and places only its own shards on its devices (parallel.place_global_array)."""
     ds = grain.MapDataset.source(list(items))
-    if shard:
-        options = grain.sharding.ShardByJaxProcess(drop_remainder=drop_remainder)
-        ds = ds[options.shard_index::options.shard_count]
     if seed is not None:
         ds = ds.shuffle(seed=seed)
     if epochs > 1:

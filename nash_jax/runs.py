@@ -98,6 +98,7 @@ class RunDir:
         self.manifest = (json.loads(self.manifest_path.read_text())
                          if self.manifest_path.is_file() else {"stages": {}})
         self._tensorboard = None
+        self._last_finish = time.perf_counter()
 
     def __truediv__(self, relative):
         return self.path / relative
@@ -140,9 +141,13 @@ class RunDir:
         files = {}
         for relative in artifacts:
             files.update(_fingerprint(self.path, relative))
+        now = time.perf_counter()
+        # wall time since the previous stage finished in this process (or since the run was opened):
+        # the stage itself plus whatever loading preceded it
+        seconds, self._last_finish = round(now - self._last_finish, 3), now
         self.manifest["stages"][stage] = {"artifacts": list(artifacts), "files": files,
                                           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                                          "info": info}
+                                          "seconds": seconds, "info": info}
         write_text_atomically(self.manifest_path, json.dumps(self.manifest, indent=1))
 
     def log_metrics(self, stage, step, metrics):

@@ -3,6 +3,7 @@
 import json
 import signal
 
+import numpy as np
 import pytest
 import torch
 import transformers
@@ -12,7 +13,7 @@ from nash_jax.cli import main
 from nash_jax.config import load_config
 from nash_jax.judges.simple import CallableJudge
 from nash_jax.recipes import common
-from nash_jax.runs import RunDir
+from nash_jax.runs import RunDir, read_metrics
 from tests.recipes.conftest import assert_same_parameters, run_cli, small_config
 
 STAGES = ["init"] + [f"iter_{t}/{s}" for t in range(2)
@@ -131,3 +132,16 @@ def test_a_different_config_cannot_reuse_a_run_directory(finished_run, capsys):
     config_path, run_dir, _ = finished_run
     assert main(["run", str(config_path), f"run_dir={run_dir}", "sppo.eta=7"]) == 2
     assert "was started with a different config; it differs in sppo.eta" in capsys.readouterr().err
+
+
+def test_pairwise_baselines_run_from_the_same_recipe(tmp_path):
+    """sppo.loss=dpo trains on (winner, loser) pairs anchored to π_t; the anchor equals π_t at step 1."""
+    config = load_config(small_config(tmp_path), [f"run_dir={tmp_path / 'run'}", "sppo.iterations=1",
+                                                  "sppo.loss=dpo", "sppo.beta=0.1"])
+    recipes.run(config)
+    examples = common.read_table(tmp_path / "run" / "iter_0" / "examples.parquet")
+    assert {"chosen_ids", "rejected_ids", "anchor_logp"} <= set(examples)
+    steps = [m for m in read_metrics(tmp_path / "run" / "metrics.jsonl") if m["stage"] == "iter_0"]
+    assert steps and all("margin_positive" in m for m in steps)
+    assert abs(steps[0]["log_ratio_max"]) < 1e-4 and abs(steps[0]["log_ratio_min"]) < 1e-4
+    assert steps[0]["loss"] == pytest.approx(np.log(2), abs=1e-4)  # −log σ(0) at the anchor
