@@ -231,20 +231,32 @@ def train_loop(run, stage, model, rows, *, make_step, to_batch, optimizer, batch
         batches.set_state(extra["data"])
     bar = progress(total, stage, "step")
     bar.update(start)
+    # A step's metrics are fetched after the next step is queued, so that building the next batch on
+    # the host overlaps the device's work instead of waiting for it.
+    pending, last = None, time.perf_counter()
     for step in range(start, total):
-        began = time.perf_counter()
         state, metrics = step_fn.jitted(state, step_fn.place_global(to_batch(next(batches))))
-        metrics = jax.device_get(metrics)
-        metrics["step_s"] = time.perf_counter() - began
-        run.log_metrics(stage, step + 1, metrics)
-        bar.update(1)
-        bar.set_postfix(loss=f"{float(metrics['loss']):.4g}")
+        if pending is not None:
+            last = _log_step(run, stage, bar, *pending, last)
+        pending = (step + 1, metrics)
         if (step + 1) % checkpoint_every == 0 and step + 1 < total:
             runs.save_checkpoint(manager, step + 1, {"state": state}, {"data": batches.get_state()})
         runs.crash_point(f"{stage}:step={step + 1}")
+    if pending is not None:
+        _log_step(run, stage, bar, *pending, last)
     bar.close()
     manager.close()
     return model_def.merge(state.params)
+
+
+def _log_step(run, stage, bar, step, metrics, last):
+    """Fetch and log one step's metrics; step_s is the wall time since the previous step's arrived."""
+    metrics = jax.device_get(metrics)
+    now = time.perf_counter()
+    run.log_metrics(stage, step, {**metrics, "step_s": now - last})
+    bar.update(1)
+    bar.set_postfix(loss=f"{float(metrics['loss']):.4g}")
+    return now
 
 
 def export_policy(model, path, tokenizer_dir):

@@ -27,7 +27,7 @@ from common import emit
 from nash_jax import recipes
 from nash_jax.config import load_config
 from nash_jax.recipes import common
-from nash_jax.runs import read_metrics
+from nash_jax.runs import RunDir, read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,8 +96,17 @@ def main():
         torch_generate(model, tokenizer, prompts, s.num_samples, s.max_new_tokens, s.prompts_per_batch)
         peer_generate = time.perf_counter() - start
         ours = stages["iter_0/generate"]["seconds"]
+        # the same stage once compiled: sample_rows again, in this process, on the same policy
+        mesh = common.make_mesh(config)
+        policy = common.load_policy(policy_dir, config, mesh)
+        tokenizer_ours = common.load_policy_tokenizer(config, RunDir(run_dir))
+        start = time.perf_counter()
+        common.sample_rows(policy, tokenizer_ours, prompts, num_samples=s.num_samples, sampling=s, mesh=mesh,
+                           desc="generate", key_of=lambda b: common.stage_key(config.seed, 0, "generate", b))
+        steady = time.perf_counter() - start
         emit(case="sppo_iteration_generate", prompts=len(prompts), samples_per_prompt=s.num_samples,
              max_new_tokens=s.max_new_tokens, time_s=ours, includes_compile=True,
+             steady_time_s=round(steady, 3), steady_ratio=round(peer_generate / steady, 3),
              peer="transformers generate(do_sample=True, num_return_sequences=K)",
              peer_time_s=round(peer_generate, 3), ratio=round(peer_generate / ours, 3),
              fraction_of_peak=None)
