@@ -49,7 +49,8 @@ def _run(args):
 
     _start_processes(args)
     config = recipes.resolve_run_dir(config_lib.load_config(args.config, args.overrides))
-    print(f"run directory: {config.run_dir}", file=sys.stderr)
+    resuming = (Path(config.run_dir) / "config.yaml").is_file()
+    print(f"{'resuming' if resuming else 'run directory:'} {config.run_dir}", file=sys.stderr)
     report = recipes.run(config)
     _print_report_summary(report, config.run_dir)
 

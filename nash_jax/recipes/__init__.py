@@ -4,15 +4,25 @@ import dataclasses
 import time
 from pathlib import Path
 
+import yaml
+
 from nash_jax.config import to_dict
 from nash_jax.runs import RunDir
 
 
-def resolve_run_dir(config):
-    """The config with run_dir filled in (default runs/<name>-<timestamp>)."""
+def resolve_run_dir(config, root="runs"):
+    """The config with run_dir filled in. Without one, the newest unfinished runs/<name>-<timestamp>
+    started with this same config is resumed (so that rerunning a command continues it); otherwise a
+    new runs/<name>-<timestamp> is made."""
     if config.run_dir:
         return config
-    return dataclasses.replace(config, run_dir=str(Path("runs") / f"{config.name}-"
+    for path in sorted(Path(root).glob(f"{config.name}-*"), reverse=True):
+        candidate = dataclasses.replace(config, run_dir=str(path))
+        saved = path / "config.yaml"
+        if (saved.is_file() and yaml.safe_load(saved.read_text()) == to_dict(candidate)
+                and not RunDir(path).done("report")):
+            return candidate
+    return dataclasses.replace(config, run_dir=str(Path(root) / f"{config.name}-"
                                                    f"{time.strftime('%Y%m%d-%H%M%S')}"))
 
 

@@ -29,6 +29,7 @@ EVAL_STAGE = "nash_md_eval"  # metrics.jsonl records keep one (stage, step) each
 
 
 def run_nash_md(config, run):
+    check(config)
     mesh = common.make_mesh(config)
     tokenizer = common.load_policy_tokenizer(config, run)
     splits = common.prompt_splits(config, run)
@@ -50,7 +51,6 @@ def check(config):
 
 
 def train(config, run, splits, tokenizer, judge, mesh):
-    check(config)
     n = config.nash_md
     prompts = splits.iterations[0]
     ids, kept, _ = data.encode_prompts(tokenizer, prompts, max_tokens=config.data.max_prompt_tokens,

@@ -79,3 +79,22 @@ def test_a_different_config_on_an_existing_run_dir_is_refused(tmp_path):
     changed = to_dict(load_config(write(tmp_path, "name: a\n"), ["sppo.eta=2"]))
     with pytest.raises(ValueError, match=r"different config; it differs in sppo.eta \(1000.0 there, 2.0"):
         RunDir(tmp_path / "run").lock_config(changed)
+
+
+def test_without_run_dir_the_newest_unfinished_run_of_the_same_config_resumes(tmp_path):
+    from dataclasses import replace
+
+    from nash_jax.recipes import resolve_run_dir
+
+    config = load_config(write(tmp_path, "name: a\n"))
+    fresh = resolve_run_dir(config, root=tmp_path / "runs")
+    assert fresh.run_dir.startswith(str(tmp_path / "runs" / "a-"))
+    older, newer, other = (tmp_path / "runs" / n for n in ("a-20260101-000000", "a-20260102-000000",
+                                                          "a-20260103-000000"))
+    for path, c in ((older, config), (newer, config), (other, replace(config, seed=9))):
+        RunDir(path).lock_config(to_dict(replace(c, run_dir=str(path))))
+    assert resolve_run_dir(config, root=tmp_path / "runs").run_dir == str(newer)  # not other's seed
+    RunDir(newer).finish("report", [])
+    assert resolve_run_dir(config, root=tmp_path / "runs").run_dir == str(older)
+    RunDir(older).finish("report", [])
+    assert resolve_run_dir(config, root=tmp_path / "runs").run_dir not in (str(older), str(newer))
