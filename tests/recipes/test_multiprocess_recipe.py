@@ -1,8 +1,6 @@
 """Two processes × 4 CPU devices (gloo) run the SPPO recipe like one 8-device process."""
 
 import os
-import socket
-import subprocess
 import sys
 
 import numpy as np
@@ -11,13 +9,8 @@ from nash_jax import recipes
 from nash_jax.config import load_config
 from nash_jax.recipes import common
 from nash_jax.runs import read_metrics
+from tests.processes import free_port, run_processes
 from tests.recipes.conftest import REPO, policy_tensors, small_config
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_processes_run_the_recipe_like_one(tmp_path):
@@ -34,19 +27,11 @@ def test_two_processes_run_the_recipe_like_one(tmp_path):
     port, shared = free_port(), tmp_path / "two"
     env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS="cpu",
                XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    workers = [subprocess.Popen(
-        [sys.executable, "-m", "nash_jax.cli", "run", str(config_path), f"run_dir={shared}",
-         "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for i in range(2)]
-    logs = []
-    try:
-        for worker in workers:
-            logs.append(worker.communicate(timeout=400)[0])
-    finally:
-        for worker in workers:
-            worker.kill()
-    assert all(w.returncode == 0 for w in workers), "\n\n".join(log[-3000:] for log in logs)
+    codes, logs = run_processes(
+        [[sys.executable, "-m", "nash_jax.cli", "run", str(config_path), f"run_dir={shared}",
+          "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)]
+         for i in range(2)], timeout=400, cwd=REPO, env=env)
+    assert codes == [0, 0], "\n\n".join(log[-3000:] for log in logs)
 
     # the same prompts, samples and judgments; log-probs and parameters equal to float32 rounding
     # (the reductions run across processes in another order)
