@@ -177,6 +177,17 @@ def test_same_key_same_samples_on_one_device_and_on_meshes(hf_model_dir):
         np.testing.assert_allclose(sharded.logprobs, single.logprobs, atol=1e-5)
 
 
+def test_a_model_loaded_with_remat_samples_like_one_without(hf_model_dir):
+    """remat is for the backward pass; decoding runs the layers plainly (remat inside the decode loop
+    once failed with a TraceContextError)."""
+    path = hf_model_dir("llama_gqa")[0]
+    args = dict(num_samples=2, max_new_tokens=5, temperature=1.0, key=KEY)
+    plain = generate(load_pretrained(path), PROMPTS, **args)
+    rematted = generate(load_pretrained(path, remat=True), PROMPTS, **args)
+    np.testing.assert_array_equal(rematted.tokens, plain.tokens)
+    np.testing.assert_allclose(rematted.logprobs_raw, plain.logprobs_raw, atol=1e-6)
+
+
 def test_prompts_within_a_bucket_and_new_sampling_settings_do_not_recompile(hf_model_dir):
     model = load_pretrained(hf_model_dir("llama_gqa")[0])
     args = dict(num_samples=2, max_new_tokens=3, key=KEY)

@@ -297,7 +297,8 @@ class Llama(nnx.Module):
 
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else (keys, values, i, cache.end)
-            run = nnx.remat(type(layer).__call__) if c.remat else type(layer).__call__
+            # remat only pays off under a backward pass; decoding (with a cache) runs layers plainly
+            run = nnx.remat(type(layer).__call__) if c.remat and cache is None else type(layer).__call__
             x, layer_cache = run(layer, x, rope, masks, layer_cache)
             if cache is not None:
                 keys, values = layer_cache[:2]

@@ -44,7 +44,19 @@ def stage_seed(seed, iteration, stage):
 
 
 def make_mesh(config):
-    return parallel.make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
+    """The config's mesh, after checking that its batches divide over it (before any work starts)."""
+    mesh = parallel.make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
+    shards = mesh.shape["data"] * mesh.shape["fsdp"]
+    sizes = {"train.batch_size": config.train.batch_size}
+    if config.recipe == "nash_md":
+        sizes = {"nash_md.prompts_per_step": config.nash_md.prompts_per_step}
+    for key, size in sizes.items():
+        if size % (config.train.micro_batches * shards):
+            raise ValueError(f"{key}={size} does not split into train.micro_batches="
+                             f"{config.train.micro_batches} micro-batches over the mesh's data × fsdp = "
+                             f"{shards} devices; expected a multiple of "
+                             f"{config.train.micro_batches * shards}")
+    return mesh
 
 
 def progress(total, desc, unit):

@@ -145,3 +145,11 @@ def test_pairwise_baselines_run_from_the_same_recipe(tmp_path):
     assert steps and all("margin_positive" in m for m in steps)
     assert abs(steps[0]["log_ratio_max"]) < 1e-4 and abs(steps[0]["log_ratio_min"]) < 1e-4
     assert steps[0]["loss"] == pytest.approx(np.log(2), abs=1e-4)  # −log σ(0) at the anchor
+
+
+def test_a_batch_that_does_not_divide_over_the_mesh_is_refused_before_any_work(tmp_path, capsys):
+    config_path = small_config(tmp_path)
+    assert main(["run", str(config_path), f"run_dir={tmp_path / 'run'}", "train.batch_size=12"]) == 2
+    assert ("train.batch_size=12 does not split into train.micro_batches=1 micro-batches over the "
+            "mesh's data × fsdp = 8 devices; expected a multiple of 8") in capsys.readouterr().err
+    assert not (tmp_path / "run" / "init").exists()
