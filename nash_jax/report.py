@@ -43,8 +43,16 @@ def evaluate_and_write(config, run, eval_prompts, tokenizer, judge, mesh):
                                        where="evaluation prompts")
     prompts = [eval_prompts[i] for i in kept]
     labelled = iterates(config, run)
-    samples = [eval_samples(config, run, i, path, ids, tokenizer, mesh, labelled[0][1])
+    initial = []  # π_0, loaded once when an iterate's samples need scoring under it
+
+    def initial_model():
+        if not initial:
+            initial.append(common.load_policy(labelled[0][1], config, mesh))
+        return initial[0]
+
+    samples = [eval_samples(config, run, i, path, ids, tokenizer, mesh, initial_model)
                for i, (_, path) in enumerate(labelled)]
+    initial.clear()
     table = win_rate_table(judge, prompts, [s["responses"] for s in samples], config.judge.prompts_per_call)
     second = None
     if config.eval.second_judge is not None:
@@ -79,7 +87,7 @@ def evaluate_and_write(config, run, eval_prompts, tokenizer, judge, mesh):
     return report
 
 
-def eval_samples(config, run, index, policy_path, prompt_ids, tokenizer, mesh, initial_path):
+def eval_samples(config, run, index, policy_path, prompt_ids, tokenizer, mesh, initial_model):
     """Iterate `index`'s held-out samples with log π_t and log π_0 (cached as stage eval/samples_i)."""
     stage, path = f"eval/samples_{index}", run / "eval" / f"samples_{index}.parquet"
     if run.done(stage):
@@ -89,7 +97,7 @@ def eval_samples(config, run, index, policy_path, prompt_ids, tokenizer, mesh, i
         model, tokenizer, prompt_ids, num_samples=config.eval.samples_per_prompt, sampling=config.sampling,
         mesh=mesh, desc=f"eval pi_{index}", max_new_tokens=config.eval.max_new_tokens,
         key_of=lambda b: common.stage_key(config.seed, index, "eval", b))
-    initial = model if index == 0 else common.load_policy(initial_path, config, mesh)
+    initial = model if index == 0 else initial_model()
     columns["logp_initial"] = sequence_logprobs(initial, prompt_ids, columns["response_ids"], tokenizer,
                                                 mesh)
     info = {}

@@ -3,9 +3,9 @@
 A run directory holds the resolved config (`config.yaml`), a manifest of finished stages
 (`manifest.json`), one folder per iteration with each stage's artifact, orbax checkpoints, metrics
 (`metrics.jsonl` and TensorBoard events under `tensorboard/`) and the report. A stage counts as finished
-only once the manifest records it, with the size and SHA-256 of every file it wrote, and the manifest is
-written after the artifact is in place: a crash at any moment leaves either a finished stage or one that
-is redone, never a truncated file read as finished.
+only once the manifest records it, with the size and SHA-256 (above 64 MiB: the modification time) of
+every file it wrote, and the manifest is written after the artifact is in place: a crash at any moment
+leaves either a finished stage or one that is redone, never a truncated file read as finished.
 """
 
 import hashlib
@@ -75,11 +75,23 @@ def file_digest(path):
     return h.hexdigest()
 
 
+# Files up to this size are checked by SHA-256; larger ones (model shards) by size and modification
+# time, so that resuming a 7B run does not re-read tens of gigabytes. A truncated file is caught either way.
+DIGEST_MAX_BYTES = 64 * 2**20
+
+
+def _identity(path):
+    stat = path.stat()
+    if stat.st_size <= DIGEST_MAX_BYTES:
+        return file_digest(path)
+    return f"mtime_ns:{stat.st_mtime_ns}"
+
+
 def _fingerprint(root, relative):
-    """{relative file path: [size, sha256]} of a file or of every file under a directory."""
+    """{relative file path: [size, sha256 or mtime]} of a file or of every file under a directory."""
     target = root / relative
     files = [target] if target.is_file() else sorted(p for p in target.rglob("*") if p.is_file())
-    return {str(p.relative_to(root)): [p.stat().st_size, file_digest(p)] for p in files}
+    return {str(p.relative_to(root)): [p.stat().st_size, _identity(p)] for p in files}
 
 
 def crash_point(point):
@@ -125,7 +137,7 @@ class RunDir:
             return False
         for relative, (size, digest) in record["files"].items():
             file = self.path / relative
-            if not file.is_file() or file.stat().st_size != size or file_digest(file) != digest:
+            if not file.is_file() or file.stat().st_size != size or _identity(file) != digest:
                 return False
         return True
 

@@ -19,6 +19,7 @@ import jax
 import numpy as np
 
 from nash_jax import data, report, runs
+from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.recipes import common
 from nash_jax.sampling import eos_ids_of, generate, mixture_generate
 from nash_jax.train import init_train_state, make_logprobs, make_optimizer
@@ -34,7 +35,7 @@ def run_nash_md(config, run):
     tokenizer = common.load_policy_tokenizer(config, run)
     splits = common.prompt_splits(config, run)
     judge = common.make_judge(config.judge, mesh)
-    if config.model.path == common.BUILTIN_SYNTHETIC:
+    if config.model.path == BUILTIN_SYNTHETIC:
         common.warm_start(config, run, tokenizer, mesh)
     if not run.done(STAGE):
         train(config, run, splits, tokenizer, judge, mesh)
@@ -59,7 +60,7 @@ def train(config, run, splits, tokenizer, judge, mesh):
     texts = [prompts[i] for i in kept]
     eval_ids, _, _ = data.encode_prompts(tokenizer, splits.eval, max_tokens=config.data.max_prompt_tokens,
                                          too_long="truncate_left", system=config.data.system_prompt)
-    exact = config.judge.kind == "synthetic" and config.model.path == common.BUILTIN_SYNTHETIC
+    exact = config.judge.kind == "synthetic" and config.model.path == BUILTIN_SYNTHETIC
 
     initial = common.load_policy(common.initial_policy_dir(config, run), config, mesh)
     tx, schedule = make_optimizer(common.optimizer_config(config, n.steps))

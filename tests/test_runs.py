@@ -1,0 +1,21 @@
+"""Run directories: the manifest's check of finished stages."""
+
+from nash_jax.runs import RunDir
+
+
+def test_large_artifacts_are_checked_by_size_and_modification_time(tmp_path, monkeypatch):
+    from nash_jax import runs
+
+    monkeypatch.setattr(runs, "DIGEST_MAX_BYTES", 10)
+    run = RunDir(tmp_path)
+    (tmp_path / "big.bin").write_bytes(b"x" * 100)
+    (tmp_path / "small.txt").write_text("abc")
+    run.finish("stage", ["big.bin", "small.txt"])
+    assert run.manifest["stages"]["stage"]["files"]["big.bin"][1].startswith("mtime_ns:")
+    assert run.done("stage")
+    (tmp_path / "small.txt").write_text("abd")  # same size, other content
+    assert not run.done("stage")
+    (tmp_path / "small.txt").write_text("abc")
+    assert run.done("stage")
+    (tmp_path / "big.bin").write_bytes(b"x" * 99)
+    assert not run.done("stage")
