@@ -89,6 +89,11 @@ def variable_sharding(variable, mesh, rules=None):
     return NamedSharding(mesh, spec)
 
 
+def data_shards(mesh):
+    """How many ways a batch is split: the mesh's data × fsdp devices."""
+    return mesh.shape["data"] * mesh.shape["fsdp"]
+
+
 def batch_sharding(mesh, ndim):
     """Shard the leading (batch) dimension over ("data", "fsdp"), replicate the rest."""
     return NamedSharding(mesh, PartitionSpec(("data", "fsdp"), *([None] * (ndim - 1))))

@@ -14,6 +14,7 @@ Outputs: RUN_DIR/report.json, RUN_DIR/report.md and PNG plots beside it. Samples
 RUN_DIR/eval/ as manifest stages, so re-running the report only judges and draws.
 """
 
+import functools
 import itertools
 import json
 from pathlib import Path
@@ -23,36 +24,39 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from nash_jax import data, parallel, runs
+from nash_jax import parallel, runs
 from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.recipes import common
+from nash_jax.sampling import pad_id_of
 from nash_jax.tasks import synthetic
 
 
 def iterates(config, run):
     """[(label, HF directory)] of every iterate: π_0, then each exported policy in order."""
-    count = config.sppo.iterations if config.recipe == "sppo" else config.nash_md.snapshots
     return [("pi_0", common.initial_policy_dir(config, run))] + [
-        (f"pi_{t + 1}", run / f"iter_{t}" / "policy") for t in range(count)]
+        (f"pi_{t + 1}", run / f"iter_{t}" / "policy") for t in range(iteration_count(config))]
+
+
+def iteration_count(config):
+    """SPPO's iterations, or Nash-MD's exported snapshots: the iterates after π_0."""
+    return config.sppo.iterations if config.recipe == "sppo" else config.nash_md.snapshots
+
+
+def has_exact_exploitability(config):
+    """Whether exploitability is exact: the synthetic task's policy judged by its own oracle."""
+    return config.judge.kind == "synthetic" and config.model.path == BUILTIN_SYNTHETIC
 
 
 def evaluate_and_write(config, run, eval_prompts, tokenizer, judge, mesh):
     """Sample every iterate on the held-out prompts, judge, and write report.json / report.md."""
-    ids, kept, _ = data.encode_prompts(tokenizer, eval_prompts, max_tokens=config.data.max_prompt_tokens,
-                                       too_long=config.data.too_long, system=config.data.system_prompt,
-                                       where="evaluation prompts")
+    ids, kept, _ = common.encode_prompts(config, tokenizer, eval_prompts, "evaluation prompts")
     prompts = [eval_prompts[i] for i in kept]
     labelled = iterates(config, run)
-    initial = []  # π_0, loaded once when an iterate's samples need scoring under it
-
-    def initial_model():
-        if not initial:
-            initial.append(common.load_policy(labelled[0][1], config, mesh))
-        return initial[0]
-
+    # π_0, loaded at most once, and only if some iterate's samples still need scoring under it
+    initial_model = functools.cache(lambda: common.load_policy(labelled[0][1], config, mesh))
     samples = [eval_samples(config, run, i, path, ids, tokenizer, mesh, initial_model)
                for i, (_, path) in enumerate(labelled)]
-    initial.clear()
+    del initial_model  # free π_0 before judging
     table = win_rate_table(judge, prompts, [s["responses"] for s in samples], config.judge.prompts_per_call)
     second = None
     if config.eval.second_judge is not None:
@@ -101,7 +105,7 @@ def eval_samples(config, run, index, policy_path, prompt_ids, tokenizer, mesh, i
     columns["logp_initial"] = sequence_logprobs(initial, prompt_ids, columns["response_ids"], tokenizer,
                                                 mesh)
     info = {}
-    if config.judge.kind == "synthetic" and config.model.path == BUILTIN_SYNTHETIC:
+    if has_exact_exploitability(config):
         info["exploitability"] = synthetic_exploitability(model, prompt_ids, tokenizer, mesh)
     common.write_table(path, columns)
     run.finish(stage, [str(path.relative_to(run.path))], **info)
@@ -114,9 +118,9 @@ def sequence_logprobs(model, prompt_ids, response_ids, tokenizer, mesh, per_call
 
     model_def, params = split_model(model)
     logprobs = make_logprobs(model_def, mesh)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad_id = pad_id_of(tokenizer)
     flat = [(p, r) for p, rs in zip(prompt_ids, response_ids) for r in rs]
-    shards = mesh.shape["data"] * mesh.shape["fsdp"]
+    shards = parallel.data_shards(mesh)
     out = []
     for start in range(0, len(flat), per_call):
         chunk = flat[start:start + per_call]
@@ -133,10 +137,10 @@ def synthetic_exploitability(model, prompt_ids, tokenizer, mesh):
     distribution after each prompt."""
     from nash_jax.padding import bucket_size, left_pad
 
-    shards = mesh.shape["data"] * mesh.shape["fsdp"]
+    shards = parallel.data_shards(mesh)
     width = bucket_size(max(len(p) for p in prompt_ids), minimum=8)
     rows = list(prompt_ids) + [prompt_ids[0]] * (-len(prompt_ids) % shards)
-    tokens, segment_ids = left_pad(rows, width, tokenizer.pad_token_id or 0)
+    tokens, segment_ids = left_pad(rows, width, pad_id_of(tokenizer))
     sharding = parallel.batch_sharding(mesh, 2)
     first = _next_token_logprobs(model, parallel.place_global_array(tokens, sharding),
                                  parallel.place_global_array(segment_ids, sharding))
@@ -177,8 +181,7 @@ def find_cycles(table, labels):
 def iteration_summaries(config, run, metrics):
     """Per training iteration (or Nash-MD segment): judged win rates, targets reached, loss curve."""
     out = []
-    count = config.sppo.iterations if config.recipe == "sppo" else config.nash_md.snapshots
-    for t in range(count):
+    for t in range(iteration_count(config)):
         stage = f"iter_{t}" if config.recipe == "sppo" else "nash_md"
         steps = [m for m in metrics if m["stage"] == stage]
         if config.recipe == "nash_md":

@@ -28,8 +28,10 @@ def write_atomically(path, write):
     A crash midway leaves at most a hidden `.NAME.*.tmp` file, never a truncated `NAME`. In a
     multi-process run only process 0 writes (the others hold the same data).
     """
+    from nash_jax.parallel import is_writer  # here, not at the top: `nash-jax game` never loads JAX
+
     path = Path(path)
-    if not _is_writer():
+    if not is_writer():
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -44,11 +46,6 @@ def write_atomically(path, write):
 
 def write_text_atomically(path, text):
     write_atomically(path, lambda tmp: Path(tmp).write_text(text))
-
-
-def _is_writer():
-    import jax
-    return jax.process_index() == 0
 
 
 def write_dir_atomically(path, write):
@@ -164,7 +161,8 @@ class RunDir:
 
     def log_metrics(self, stage, step, metrics):
         """Append one JSON line to metrics.jsonl and the scalars to TensorBoard (process 0 only)."""
-        if not _is_writer():
+        from nash_jax.parallel import is_writer
+        if not is_writer():
             return
         record = {"stage": stage, "step": int(step), **{k: float(v) for k, v in metrics.items()}}
         with open(self.path / "metrics.jsonl", "a") as f:

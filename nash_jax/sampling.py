@@ -183,7 +183,7 @@ def _prepare(prompts, vocab_size, mesh, prompt_buckets, batch_buckets, pad_id):
         if bad.size:
             raise ValueError(f"prompt {i} has token id {int(bad[0])} outside the vocabulary "
                              f"[0, {vocab_size})")
-    shards = mesh.shape["data"] * mesh.shape["fsdp"]
+    shards = parallel.data_shards(mesh)
     width = bucket_size(max(len(p) for p in prompts), prompt_buckets, minimum=8, what="prompt length")
     batch = bucket_size(len(prompts), batch_buckets, multiple_of=shards, what="batch size")
     rows = [list(map(int, p)) for p in prompts] + [[pad_id]] * (batch - len(prompts))
@@ -266,6 +266,11 @@ def eos_ids_of(tokenizer):
     return sorted(set(ids))
 
 
+def pad_id_of(tokenizer):
+    """The tokenizer's padding id (0 when it declares none: padding is masked by segment ids anyway)."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+
 def generate_text(model, tokenizer, prompts, *, num_samples, max_new_tokens, key, system=None,
                   **sampling):
     """Prompt strings → (responses [B][K] strings, Samples): chat template, generate, decode."""
@@ -273,7 +278,7 @@ def generate_text(model, tokenizer, prompts, *, num_samples, max_new_tokens, key
     templated = bool(getattr(tokenizer, "chat_template", None))
     # A chat template writes its own BOS; a raw prompt gets the tokenizer's special tokens.
     ids = [tokenizer(t, add_special_tokens=not templated)["input_ids"] for t in texts]
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad_id = pad_id_of(tokenizer)
     sampling.setdefault("eos_token_ids", eos_ids_of(tokenizer))
     samples = generate(model, ids, num_samples=num_samples, max_new_tokens=max_new_tokens, key=key,
                        pad_id=pad_id, **sampling)

@@ -23,7 +23,7 @@ from nash_jax.models import hf
 from nash_jax.models.llama import Llama, LlamaConfig
 from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.padding import bucket_size, left_pad
-from nash_jax.sampling import eos_ids_of, generate
+from nash_jax.sampling import eos_ids_of, generate, pad_id_of
 from nash_jax.tasks import synthetic
 from nash_jax.train import OptimizerConfig, init_train_state, make_optimizer
 from nash_jax.train.steps import make_sft_step
@@ -46,7 +46,7 @@ def stage_seed(seed, iteration, stage):
 def make_mesh(config):
     """The config's mesh, after checking that its batches divide over it (before any work starts)."""
     mesh = parallel.make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
-    shards = mesh.shape["data"] * mesh.shape["fsdp"]
+    shards = parallel.data_shards(mesh)
     sizes = {"train.batch_size": config.train.batch_size}
     if config.recipe == "nash_md":
         sizes = {"nash_md.prompts_per_step": config.nash_md.prompts_per_step}
@@ -79,6 +79,7 @@ def initial_policy_dir(config, run):
 
 
 def tokenizer_source(config, run):
+    """Where the policy's tokenizer lives: model.tokenizer, the synthetic task's, or the model's own."""
     if config.model.tokenizer:
         return config.model.tokenizer
     return synthetic.TOKENIZER_DIR if config.model.path == BUILTIN_SYNTHETIC \
@@ -91,11 +92,18 @@ def load_policy(path, config, mesh):
 
 
 def load_policy_tokenizer(config, run):
-    if config.model.tokenizer:
-        return load_tokenizer(config.model.tokenizer)
+    return load_tokenizer(tokenizer_source(config, run))
+
+
+def prepare(config, run):
+    """(mesh, tokenizer, prompt splits, judge) of a run, with the synthetic task's π_0 made first."""
+    mesh = make_mesh(config)
+    tokenizer = load_policy_tokenizer(config, run)
+    splits = prompt_splits(config, run)
+    judge = make_judge(config.judge, mesh)
     if config.model.path == BUILTIN_SYNTHETIC:
-        return load_tokenizer(synthetic.TOKENIZER_DIR)
-    return load_tokenizer(initial_policy_dir(config, run))
+        warm_start(config, run, tokenizer, mesh)
+    return mesh, tokenizer, splits, judge
 
 
 def make_judge(judge_config, mesh=None):
@@ -152,6 +160,13 @@ def prompt_splits(config, run):
                               shuffle=config.data.shuffle, seed=config.seed)
 
 
+def encode_prompts(config, tokenizer, texts, where, too_long=None):
+    """data.encode_prompts with the config's template, length limit and (unless given) policy."""
+    return data.encode_prompts(tokenizer, texts, max_tokens=config.data.max_prompt_tokens,
+                               too_long=too_long or config.data.too_long,
+                               system=config.data.system_prompt, where=where)
+
+
 # ---------------------------------------------------------------------------------------------------
 # sampling and token batches
 
@@ -160,7 +175,7 @@ def sample_rows(model, tokenizer, prompt_ids, *, num_samples, sampling, key_of, 
     """Sample `num_samples` responses per prompt (batches of sampling.prompts_per_batch) → dict of
     per-prompt columns: response_ids, responses (text), lengths, logp (Σ log π, untempered), finished."""
     columns = {"response_ids": [], "responses": [], "lengths": [], "logp": [], "finished": []}
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad_id = pad_id_of(tokenizer)
     per_batch = sampling.prompts_per_batch
     bar = progress(len(prompt_ids), desc, "prompt")
     for index, batch in enumerate(data.batches(prompt_ids, per_batch)):
@@ -296,13 +311,13 @@ def warm_start(config, run, tokenizer, mesh):
     model = Llama(llama, rngs=nnx.Rngs(config.seed))
     rng = np.random.default_rng(stage_seed(config.seed, 0, "warm_start"))
     prompts = synthetic.prompt_texts(w.steps * w.batch_size, seed=rng.integers(1 << 31))
-    prompt_ids, _, _ = data.encode_prompts(tokenizer, prompts, max_tokens=config.data.max_prompt_tokens,
-                                           too_long="truncate_left", system=config.data.system_prompt)
+    prompt_ids, _, _ = encode_prompts(config, tokenizer, prompts, "warm-start prompts",
+                                      too_long="truncate_left")
     eos = tokenizer.eos_token_id
     rows = [{"prompt_ids": p, "response_ids": tokenizer(synthetic.demonstration(text, rng),
                                                         add_special_tokens=False)["input_ids"] + [eos]}
             for p, text in zip(prompt_ids, prompts)]
-    pad_id = tokenizer.pad_token_id
+    pad_id = pad_id_of(tokenizer)
 
     def to_batch(batch):
         return token_batch([r["prompt_ids"] for r in batch], [r["response_ids"] for r in batch], pad_id)

@@ -13,15 +13,13 @@ SPPO's; on the synthetic task the exact exploitability under the oracle is logge
 steps.
 """
 
-from functools import partial
 
 import jax
 import numpy as np
 
 from nash_jax import data, report, runs
-from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.recipes import common
-from nash_jax.sampling import eos_ids_of, generate, mixture_generate
+from nash_jax.sampling import eos_ids_of, generate, mixture_generate, pad_id_of
 from nash_jax.train import init_train_state, make_logprobs, make_optimizer
 from nash_jax.train.steps import make_nash_md_pg_step
 
@@ -31,12 +29,7 @@ EVAL_STAGE = "nash_md_eval"  # metrics.jsonl records keep one (stage, step) each
 
 def run_nash_md(config, run):
     check(config)
-    mesh = common.make_mesh(config)
-    tokenizer = common.load_policy_tokenizer(config, run)
-    splits = common.prompt_splits(config, run)
-    judge = common.make_judge(config.judge, mesh)
-    if config.model.path == BUILTIN_SYNTHETIC:
-        common.warm_start(config, run, tokenizer, mesh)
+    mesh, tokenizer, splits, judge = common.prepare(config, run)
     if not run.done(STAGE):
         train(config, run, splits, tokenizer, judge, mesh)
         run.finish(STAGE, [f"iter_{k}/policy" for k in range(config.nash_md.snapshots)])
@@ -47,25 +40,21 @@ def check(config):
     n = config.nash_md
     if n.steps % n.snapshots:
         raise ValueError(f"nash_md.steps={n.steps} is not a multiple of nash_md.snapshots={n.snapshots}")
-    if not 0.0 <= n.mixture_beta <= 1.0:
-        raise ValueError(f"nash_md.mixture_beta={n.mixture_beta}; expected [0, 1]")
 
 
 def train(config, run, splits, tokenizer, judge, mesh):
     n = config.nash_md
     prompts = splits.iterations[0]
-    ids, kept, _ = data.encode_prompts(tokenizer, prompts, max_tokens=config.data.max_prompt_tokens,
-                                       too_long=config.data.too_long, system=config.data.system_prompt,
-                                       where="training prompts")
+    ids, kept, _ = common.encode_prompts(config, tokenizer, prompts, "training prompts")
     texts = [prompts[i] for i in kept]
-    eval_ids, _, _ = data.encode_prompts(tokenizer, splits.eval, max_tokens=config.data.max_prompt_tokens,
-                                         too_long="truncate_left", system=config.data.system_prompt)
-    exact = config.judge.kind == "synthetic" and config.model.path == BUILTIN_SYNTHETIC
+    eval_ids, _, _ = common.encode_prompts(config, tokenizer, splits.eval, "evaluation prompts",
+                                           too_long="truncate_left")
+    exact = report.has_exact_exploitability(config)
 
     initial = common.load_policy(common.initial_policy_dir(config, run), config, mesh)
     tx, schedule = make_optimizer(common.optimizer_config(config, n.steps))
     model_def, state, shardings = init_train_state(initial, tx, mesh=mesh, seed=config.seed)
-    reference = jax.tree.map(lambda x: x.copy(), state.params)  # μ: a copy, the state is donated
+    reference = _copy(state.params)  # μ
     step_fn = make_nash_md_pg_step(model_def, tx, schedule, shardings, mesh, tau=n.tau,
                                    micro_batches=config.train.micro_batches)
     logprobs = make_logprobs(model_def, mesh)
@@ -80,7 +69,10 @@ def train(config, run, splits, tokenizer, judge, mesh):
         state, reference = trees["state"], trees["reference"]
         batches.set_state(extra["data"])
 
-    sample = partial(_sample_kwargs, config, tokenizer, mesh)
+    s = config.sampling
+    sampling = dict(max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
+                    top_k=s.top_k, eos_token_ids=eos_ids_of(tokenizer), mesh=mesh,
+                    pad_id=pad_id_of(tokenizer))
     per_snapshot = n.steps // n.snapshots
     bar = common.progress(n.steps, STAGE, "step")
     bar.update(start)
@@ -92,9 +84,9 @@ def train(config, run, splits, tokenizer, judge, mesh):
         batch_texts, batch_ids = zip(*next(batches))
         policy, mu = model_def.merge(state.params), model_def.merge(reference)
         ys = generate(policy, list(batch_ids), num_samples=1,
-                      key=common.stage_key(config.seed, 0, "generate", step), **sample())
+                      key=common.stage_key(config.seed, 0, "generate", step), **sampling)
         opponents = mixture_generate(policy, mu, n.mixture_beta, list(batch_ids), num_samples=1,
-                                     key=common.stage_key(config.seed, 0, "opponent", step), **sample())
+                                     key=common.stage_key(config.seed, 0, "opponent", step), **sampling)
         y_ids = [ys.tokens[b, 0, :ys.lengths[b, 0]].tolist() for b in range(len(batch_ids))]
         y_texts = [tokenizer.decode(r, skip_special_tokens=True) for r in y_ids]
         o_texts = [tokenizer.decode(opponents.tokens[b, 0, :opponents.lengths[b, 0]],
@@ -103,7 +95,7 @@ def train(config, run, splits, tokenizer, judge, mesh):
             pref = judge.prob(list(batch_texts), y_texts, o_texts)
         except ValueError as err:
             raise ValueError(f"judging Nash-MD step {step + 1}: {err}") from None
-        batch = common.token_batch(batch_ids, y_ids, tokenizer.pad_token_id or 0)
+        batch = common.token_batch(batch_ids, y_ids, pad_id_of(tokenizer))
         batch["ref_logp"] = np.asarray(logprobs.jitted(reference, logprobs.place_global(batch)),
                                        np.float32)
         batch["pref"] = pref.astype(np.float32)
@@ -114,7 +106,7 @@ def train(config, run, splits, tokenizer, judge, mesh):
         bar.update(1)
         bar.set_postfix(pref=f"{float(pref.mean()):.3f}")
         if n.refresh_every and (step + 1) % n.refresh_every == 0:
-            reference = jax.tree.map(lambda x: x.copy(), state.params)
+            reference = _copy(state.params)
         if (step + 1) % per_snapshot == 0:
             k = (step + 1) // per_snapshot - 1
             common.export_policy(model_def.merge(state.params), run / f"iter_{k}" / "policy",
@@ -130,7 +122,6 @@ def train(config, run, splits, tokenizer, judge, mesh):
     manager.close()
 
 
-def _sample_kwargs(config, tokenizer, mesh):
-    s = config.sampling
-    return dict(max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
-                eos_token_ids=eos_ids_of(tokenizer), mesh=mesh, pad_id=tokenizer.pad_token_id or 0)
+def _copy(params):
+    """A copy of parameters that outlives them (the train state is donated to each step)."""
+    return jax.tree.map(lambda x: x.copy(), params)

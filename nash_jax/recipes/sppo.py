@@ -16,19 +16,14 @@ from functools import partial
 
 import numpy as np
 
-from nash_jax import data, report
-from nash_jax.config import BUILTIN_SYNTHETIC
+from nash_jax import report
 from nash_jax.recipes import common
+from nash_jax.sampling import pad_id_of
 from nash_jax.train.steps import make_pair_step, make_sppo_step
 
 
 def run_sppo(config, run):
-    mesh = common.make_mesh(config)
-    tokenizer = common.load_policy_tokenizer(config, run)
-    splits = common.prompt_splits(config, run)
-    judge = common.make_judge(config.judge, mesh)
-    if config.model.path == BUILTIN_SYNTHETIC:
-        common.warm_start(config, run, tokenizer, mesh)
+    mesh, tokenizer, splits, judge = common.prepare(config, run)
     for t in range(config.sppo.iterations):
         iteration(config, run, t, splits.iterations[t], tokenizer, judge, mesh)
     return report.evaluate_and_write(config, run, splits.eval, tokenizer, judge, mesh)
@@ -46,9 +41,8 @@ def iteration(config, run, t, prompts, tokenizer, judge, mesh):
     model = common.load_policy(policy_dir(config, run, t), config, mesh)
 
     if not run.done(f"{it}/prompts"):
-        ids, kept, skipped = data.encode_prompts(
-            tokenizer, prompts, max_tokens=config.data.max_prompt_tokens, too_long=config.data.too_long,
-            system=config.data.system_prompt, where=f"iteration {t}'s prompt split")
+        ids, kept, skipped = common.encode_prompts(config, tokenizer, prompts,
+                                                   f"iteration {t}'s prompt split")
         common.write_table(run / it / "prompts.parquet",
                            {"prompt": [prompts[i] for i in kept], "prompt_ids": ids})
         run.finish(f"{it}/prompts", [f"{it}/prompts.parquet"], prompts=len(ids), skipped=skipped)
@@ -116,7 +110,7 @@ def build_examples(samples, win_rates, sppo):
 
 
 def train(config, run, t, model, rows, mesh, tokenizer):
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad_id = pad_id_of(tokenizer)
     sppo = config.sppo
     if sppo.loss == "sppo":
         make_step = partial(make_sppo_step, eta=sppo.eta, micro_batches=config.train.micro_batches)

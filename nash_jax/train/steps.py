@@ -205,7 +205,7 @@ def check_batch(batch, fields, mesh, micro_batches, name, processes=1):
             raise ValueError(f"{name}: {f} has shape {list(shapes[f])} for {local_n} examples "
                              f"(tokens {list(token_shape)}); expected {[local_n, *token_shape[1:-1]]}")
     n = local_n * processes
-    data_shards = mesh.shape["data"] * mesh.shape["fsdp"]
+    data_shards = parallel.data_shards(mesh)
     if n % micro_batches or (n // micro_batches) % data_shards:
         raise ValueError(f"{name}: a global batch of {n} examples in {micro_batches} micro-batches "
                          f"does not divide over data × fsdp = {data_shards} devices; expected a "
