@@ -57,11 +57,15 @@ def _run(args):
 
 def _report(args):
     from nash_jax import recipes
-    from nash_jax.config import RunConfig, build, read_yaml
+    from nash_jax.config import build_run_config, read_yaml
 
     _start_processes(args)
     run_dir = Path(args.run_dir)
-    config = build(RunConfig, read_yaml(run_dir / "config.yaml"))
+    path = run_dir / "config.yaml"
+    try:
+        config = build_run_config(read_yaml(path))
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
     if config.run_dir and Path(config.run_dir).resolve() != run_dir.resolve():
         import dataclasses
         config = dataclasses.replace(config, run_dir=str(run_dir))  # the directory was moved

@@ -6,6 +6,8 @@ values). Errors name the file, the dotted key, what was given and what was expec
 """
 
 import dataclasses
+import functools
+import importlib
 import types
 import typing
 from dataclasses import dataclass, field
@@ -96,26 +98,6 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
-class SPPOConfig:
-    iterations: int = 3
-    loss: Literal["sppo", "sppo_hard", "dpo", "ipo"] = "sppo"
-    eta: float = 1000.0  # SPPO's η (the official scripts' 1/β)
-    beta: float = 0.001  # the pairwise losses' β
-    selection: Literal["winner_loser", "all"] = "winner_loser"
-
-
-@dataclass(frozen=True)
-class NashMDConfig:
-    steps: int = 100
-    prompts_per_step: int = 16
-    mixture_beta: float = 0.125  # weight of the reference μ in the opponent's geometric mixture
-    tau: float = 0.1  # KL weight
-    refresh_every: int | None = None  # steps between μ ← π_θ (iterative Nash-MD); None = never
-    snapshots: int = 3  # iterates exported as RUN_DIR/iter_k/policy, evenly spaced; steps must divide
-    eval_every: int = 10  # steps between exact exploitability evaluations (synthetic task)
-
-
-@dataclass(frozen=True)
 class MeshConfig:
     data: int = 1
     fsdp: int = -1  # -1: all the devices left
@@ -132,8 +114,12 @@ class EvalConfig:
 
 @dataclass(frozen=True)
 class RunConfig:
+    """The sections every recipe shares. The type that configs are built as (`run_config_type()`)
+    adds one section per registered recipe that has one (`sppo`, `nash_md`, ...)."""
+
     name: str = "run"
-    recipe: Literal["sppo", "nash_md"] = "sppo"
+    recipe: str = ""  # a registered recipe's name (required)
+    imports: list[str] = field(default_factory=list)  # modules to import first (recipes of your own)
     seed: int = 0
     run_dir: str | None = None  # default: runs/<name>-<timestamp>
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -142,10 +128,62 @@ class RunConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    sppo: SPPOConfig = field(default_factory=SPPOConfig)
-    nash_md: NashMDConfig = field(default_factory=NashMDConfig)
     mesh: MeshConfig = field(default_factory=MeshConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+# ---------------------------------------------------------------------------------------------------
+# recipes: their names and config sections, registered by the recipe modules themselves
+
+ENTRY_POINT_GROUP = "nash_jax.recipes"  # installed packages list their recipe modules here
+_RECIPES = {}  # recipe name -> (section name, section dataclass) or None
+_discovered = False
+
+
+def register_recipe(name, section=None, section_type=None):
+    """Make `name` a valid `recipe:` value, with its own config section `section` (a dataclass)."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"recipe name {name!r}; expected an identifier")
+    reserved = {f.name for f in dataclasses.fields(RunConfig)}
+    if section in reserved:
+        raise ValueError(f"recipe {name!r}: config section {section!r} is taken by a shared section")
+    for other, entry in _RECIPES.items():
+        if other != name and entry and section and entry[0] == section and entry[1] is not section_type:
+            raise ValueError(f"recipe {name!r}: config section {section!r} is recipe {other!r}'s")
+    _RECIPES[name] = (section, section_type) if section else None
+    run_config_type.cache_clear()
+
+
+def discover_recipes(imports=()):
+    """Import the recipe modules of installed packages (entry points) and the modules `imports` names,
+    so that their recipes register themselves."""
+    global _discovered
+    if not _discovered:
+        from importlib.metadata import entry_points
+
+        for entry in entry_points(group=ENTRY_POINT_GROUP):
+            entry.load()
+        _discovered = True
+    for module in imports:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise ValueError(f"imports: cannot import {module!r} ({err}); expected a module on the "
+                             "Python path that registers a recipe") from None
+
+
+def recipe_names():
+    discover_recipes()
+    return sorted(_RECIPES)
+
+
+@functools.cache
+def run_config_type():
+    """RunConfig plus the section of every registered recipe, as one frozen dataclass."""
+    sections = sorted({entry for entry in _RECIPES.values() if entry}, key=lambda e: e[0])
+    return dataclasses.make_dataclass(
+        "RunConfig", [(name, cls, field(default_factory=cls)) for name, cls in sections],
+        bases=(RunConfig,), frozen=True)
 
 
 # Fields that must be positive (≥ 1 for integers, > 0 for floats), by dotted key suffix.
@@ -178,6 +216,11 @@ def _convert(value, hint, key):
                 errors.append(str(err))
         raise ValueError(errors[0] if len(errors) == 1 else f"{key}={value!r}; expected one of: "
                          + "; ".join(e.split("; ", 1)[-1] for e in errors) + " or null")
+    if origin is list:
+        if not isinstance(value, list):
+            raise ValueError(f"{key}={value!r}; expected a list")
+        (item,) = typing.get_args(hint)
+        return [_convert(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
     if origin is Literal:
         _check_choice(key, value, typing.get_args(hint))
         return value
@@ -295,9 +338,31 @@ def load_config(path, overrides=()):
     values = apply_overrides(read_yaml(path), overrides)
     values.setdefault("name", Path(path).stem)
     try:
-        return build(RunConfig, values)
+        return build_run_config(values)
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from None
+
+
+def build_run_config(values):
+    """The run config of a dict (a YAML file's): its `imports` imported, its recipe checked."""
+    imports = values.get("imports") or []
+    if not isinstance(imports, list) or not all(isinstance(m, str) for m in imports):
+        raise ValueError(f"imports={imports!r}; expected a list of module names")
+    discover_recipes(imports)
+    recipe = values.get("recipe")
+    if recipe is None:
+        raise ValueError(f"recipe: missing; expected one of {recipe_names()}")
+    _check_choice("recipe", recipe, recipe_names())
+    return build(run_config_type(), values)
+
+
+def normalised(values):
+    """A saved config dict as this version reads it (sections added since filled with defaults), or
+    None if it no longer reads."""
+    try:
+        return to_dict(build_run_config(values))
+    except (ValueError, TypeError):
+        return None
 
 
 def to_dict(config):

@@ -94,6 +94,12 @@ def data_shards(mesh):
     return mesh.shape["data"] * mesh.shape["fsdp"]
 
 
+def pad_to_shards(rows, mesh):
+    """`rows` plus copies of its first row up to a multiple of the data shards (drop them after)."""
+    rows = list(rows)
+    return rows + [rows[0]] * (-len(rows) % data_shards(mesh))
+
+
 def batch_sharding(mesh, ndim):
     """Shard the leading (batch) dimension over ("data", "fsdp"), replicate the rest."""
     return NamedSharding(mesh, PartitionSpec(("data", "fsdp"), *([None] * (ndim - 1))))

@@ -15,6 +15,7 @@ import shutil
 import signal
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 import yaml
@@ -91,6 +92,56 @@ def _fingerprint(root, relative):
     return {str(p.relative_to(root)): [p.stat().st_size, _identity(p)] for p in files}
 
 
+# Stage numbers of the keys that the built-in recipes draw with (fixed, so that a run started by an
+# earlier version resumes with the same draws); any other stage name is numbered by its CRC-32.
+STAGES = {"generate": 1, "train": 2, "eval": 3, "warm_start": 4, "opponent": 5}
+
+
+def stage_number(stage):
+    return STAGES.get(stage, zlib.crc32(stage.encode()) & 0x7FFFFFFF)
+
+
+def stage_key(seed, iteration, stage, index=0):
+    """The PRNG key of one random draw: (seed, iteration, stage, index) folded in, so that a resumed
+    run draws exactly what an uninterrupted one draws."""
+    import jax
+
+    key = jax.random.PRNGKey(seed)
+    for part in (iteration, stage_number(stage), index):
+        key = jax.random.fold_in(key, part)
+    return key
+
+
+def stage_seed(seed, iteration, stage):
+    """An integer seed for host-side shuffles (grain), from the same parts as stage_key."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, iteration, stage_number(stage)]).generate_state(1)[0])
+
+
+def write_table(path, columns):
+    """A dict of equal-length columns as a parquet file, written whole or not at all."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table(columns)
+    write_atomically(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def read_table(path):
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pydict()
+
+
+def progress(total, desc, unit):
+    """A progress bar on a terminal, nothing in logs."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, dynamic_ncols=True, mininterval=1.0, leave=False,
+                disable=None)
+
+
 def crash_point(point):
     """Kill this process with SIGKILL when $NASH_JAX_CRASH_AT names `point` (tests of resumption)."""
     want = os.environ.get(CRASH_ENV)
@@ -112,12 +163,17 @@ class RunDir:
     def __truediv__(self, relative):
         return self.path / relative
 
-    def lock_config(self, config_dict):
-        """Save the resolved config, or refuse a different one for an existing run directory."""
+    def lock_config(self, config_dict, normalise=None):
+        """Save the resolved config, or refuse a different one for an existing run directory.
+
+        `normalise(saved dict)` reads the saved config as the current version would (new sections
+        with their defaults), so that a run started before a section existed still resumes."""
         path = self.path / "config.yaml"
         text = yaml.safe_dump(config_dict, sort_keys=False)
         if path.is_file():
             saved = yaml.safe_load(path.read_text())
+            if normalise is not None:
+                saved = normalise(saved) or saved
             if saved != config_dict:
                 diffs = sorted(_differences(saved, config_dict))
                 raise ValueError(
@@ -218,7 +274,7 @@ def save_checkpoint(manager, step, trees, extra):
     state) as the checkpoint of `step`, and wait until it is committed."""
     import orbax.checkpoint as ocp
 
-    args = {name: ocp.args.StandardSave(tree) for name, tree in trees.items()}
+    args = {name: ocp.args.StandardSave(_boxed(tree)) for name, tree in trees.items()}
     manager.save(step, args=ocp.args.Composite(extra=ocp.args.JsonSave(extra), **args))
     manager.wait_until_finished()
 
@@ -232,7 +288,20 @@ def restore_checkpoint(manager, like):
     step = manager.latest_step()
     if step is None:
         return None
-    args = {name: ocp.args.StandardRestore(jax.tree.map(ocp.utils.to_shape_dtype_struct, tree))
+    args = {name: ocp.args.StandardRestore(jax.tree.map(ocp.utils.to_shape_dtype_struct, _boxed(tree)))
             for name, tree in like.items()}
     restored = manager.restore(step, args=ocp.args.Composite(extra=ocp.args.JsonRestore(), **args))
-    return step, {name: restored[name] for name in like}, restored["extra"]
+    return step, {name: _unboxed(restored[name], like[name]) for name in like}, restored["extra"]
+
+
+def _boxed(tree):
+    """A lone array (a scalar baseline) as {"array": it}: orbax saves containers of arrays."""
+    import jax
+
+    return {"array": tree} if jax.tree_util.treedef_is_leaf(jax.tree.structure(tree)) else tree
+
+
+def _unboxed(restored, like):
+    import jax
+
+    return restored["array"] if jax.tree_util.treedef_is_leaf(jax.tree.structure(like)) else restored

@@ -55,3 +55,58 @@ def validate_prob_matrices(pref, source="judge", atol=JUDGE_ATOL):
         except ValueError as err:
             raise ValueError(f"{source} returned, for prompt {b}: {err}") from None
     return pref
+
+
+def judge_in_chunks(judge, prompts, candidates, *, per_call, where, after_call=None):
+    """[B, K, K] from `judge`, asked `per_call` prompts at a time; a bad answer names `where` and the
+    prompts; after_call(number of prompts judged in the call, call index) runs after each call."""
+    out = []
+    for start in range(0, len(prompts), per_call):
+        try:
+            out.append(judge.prob_matrix(prompts[start:start + per_call],
+                                         candidates[start:start + per_call]))
+        except ValueError as err:
+            raise ValueError(f"{where}, prompts {start}-{min(start + per_call, len(prompts)) - 1}: "
+                             f"{err}") from None
+        if after_call is not None:
+            after_call(len(out[-1]), len(out))
+    return np.concatenate(out)
+
+
+class RewardModel:
+    """A scalar score r(y | x) per response: a verifier, a programmatic check, a reward model.
+
+    Subclasses implement `_rewards`; callers use `rewards` (validated). Recipes that learn from
+    verifiable rewards read these directly instead of a K×K preference matrix; `RewardJudge` turns one
+    into a PreferenceModel (Bradley-Terry) where preferences are wanted.
+    """
+
+    def rewards(self, prompts, responses):
+        """[N] float64: the reward of responses[i] to prompts[i]; finite."""
+        if len(prompts) != len(responses):
+            raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses; expected one "
+                             "response per prompt")
+        for i, (prompt, response) in enumerate(zip(prompts, responses)):
+            if not isinstance(prompt, str) or not isinstance(response, str):
+                raise ValueError(f"response {i}: prompts and responses must be strings")
+        return validate_rewards(self._rewards(list(prompts), list(responses)), len(prompts),
+                                source=type(self).__name__)
+
+    def _rewards(self, prompts, responses):
+        raise NotImplementedError
+
+
+def validate_rewards(rewards, n, source="reward model"):
+    """Return rewards [n] as float64, or raise naming the source, the response and the value."""
+    try:
+        rewards = np.asarray(rewards, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{source} returned {rewards!r}; expected {n} numbers") from None
+    if rewards.shape != (n,):
+        raise ValueError(f"{source} returned shape {list(rewards.shape)}; expected [{n}], one reward "
+                         "per response")
+    bad = np.flatnonzero(~np.isfinite(rewards))
+    if bad.size:
+        raise ValueError(f"{source} returned, for response {int(bad[0])}: reward={rewards[bad[0]]}; "
+                         "expected a finite number")
+    return rewards

@@ -1,5 +1,6 @@
-"""Preference models without a neural judge of their own: a Bradley-Terry judge over any scalar
-reward, a judge from a Python callable, and a judge that reads preferences computed elsewhere."""
+"""Judges without a neural model of their own: rewards from a Python callable, a Bradley-Terry judge over
+any scalar reward, a judge from a Python callable, and a judge that reads preferences computed
+elsewhere."""
 
 import hashlib
 import json
@@ -8,20 +9,31 @@ from pathlib import Path
 import numpy as np
 from scipy.special import expit
 
-from nash_jax.judges.base import PreferenceModel
+from nash_jax.judges.base import PreferenceModel, RewardModel
+
+
+class CallableReward(RewardModel):
+    """Rewards from fn(prompts, responses) -> [N] scores (a verifier or scoring function)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def _rewards(self, prompts, responses):
+        return self.fn(prompts, responses)
 
 
 class RewardJudge(PreferenceModel):
-    """P(a ≻ b) = σ(r(a) − r(b)) for reward(prompts, responses) -> [N] scores (transitive by nature)."""
+    """P(a ≻ b) = σ(r(a) − r(b)) for a RewardModel, or a function (prompts, responses) -> [N] scores
+    (transitive by nature)."""
 
     def __init__(self, reward):
-        self.reward = reward
+        self.reward = reward if isinstance(reward, RewardModel) else CallableReward(reward)
 
     def _prob_matrix(self, prompts, candidates):
         k = len(candidates[0])
         flat_prompts = [p for p in prompts for _ in range(k)]
-        scores = np.asarray(self.reward(flat_prompts, [c for cs in candidates for c in cs]),
-                            dtype=np.float64).reshape(len(prompts), k)
+        scores = self.reward.rewards(flat_prompts, [c for cs in candidates for c in cs])
+        scores = scores.reshape(len(prompts), k)
         return expit(scores[:, :, None] - scores[:, None, :])
 
 

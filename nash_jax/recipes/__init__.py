@@ -1,13 +1,51 @@
-"""Recipes: the only code that sequences stages and writes runs (see recipes/sppo.py, recipes/nash_md.py)."""
+"""Recipes by name. A recipe is one module that registers itself:
+
+    register(Recipe(name="mine", run=run_mine, section="mine", section_type=MineConfig))
+
+after which `recipe: mine` (with a `mine:` config section) runs through `nash-jax run`. The built-in
+recipes are listed as entry points of the `nash_jax.recipes` group in pyproject.toml, as an installed
+package of your own can list its recipes; a config's `imports:` names further modules to import.
+
+Recipes are the only code that sequences stages and writes runs; everything they use lies below them.
+"""
 
 import dataclasses
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
+from nash_jax import config as config_lib
 from nash_jax.config import to_dict
 from nash_jax.runs import RunDir
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    run: Callable  # run(config, run_dir: RunDir) -> the report dict; runs (or resumes) every stage
+    section: str | None = None  # the recipe's own config section
+    section_type: type | None = None  # its dataclass
+    check: Callable | None = None  # check(config): relations between fields, before anything starts
+
+
+RECIPES = {}
+
+
+def register(recipe):
+    """Make `recipe` runnable by name; returns it."""
+    config_lib.register_recipe(recipe.name, recipe.section, recipe.section_type)
+    RECIPES[recipe.name] = recipe
+    return recipe
+
+
+def get(name):
+    config_lib.discover_recipes()
+    if name not in RECIPES:
+        raise ValueError(f"recipe {name!r} is not one of {sorted(RECIPES)}")
+    return RECIPES[name]
 
 
 def resolve_run_dir(config, root="runs"):
@@ -19,8 +57,8 @@ def resolve_run_dir(config, root="runs"):
     for path in sorted(Path(root).glob(f"{config.name}-*"), reverse=True):
         candidate = dataclasses.replace(config, run_dir=str(path))
         saved = path / "config.yaml"
-        if (saved.is_file() and yaml.safe_load(saved.read_text()) == to_dict(candidate)
-                and not RunDir(path).done("report")):
+        if (saved.is_file() and config_lib.normalised(yaml.safe_load(saved.read_text()))
+                == to_dict(candidate) and not RunDir(path).done("report")):
             return candidate
     return dataclasses.replace(config, run_dir=str(Path(root) / f"{config.name}-"
                                                    f"{time.strftime('%Y%m%d-%H%M%S')}"))
@@ -28,14 +66,13 @@ def resolve_run_dir(config, root="runs"):
 
 def run(config):
     """Run (or resume) the recipe a config names; returns the report dict."""
+    recipe = get(config.recipe)
+    if recipe.check is not None:
+        recipe.check(config)
     config = resolve_run_dir(config)
     run_dir = RunDir(config.run_dir)
-    run_dir.lock_config(to_dict(config))
+    run_dir.lock_config(to_dict(config), normalise=config_lib.normalised)
     try:
-        if config.recipe == "sppo":
-            from nash_jax.recipes.sppo import run_sppo
-            return run_sppo(config, run_dir)
-        from nash_jax.recipes.nash_md import run_nash_md
-        return run_nash_md(config, run_dir)
+        return recipe.run(config, run_dir)
     finally:
         run_dir.close()

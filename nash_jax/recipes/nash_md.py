@@ -14,26 +14,48 @@ steps.
 """
 
 
+from dataclasses import dataclass
+
 import jax
 import numpy as np
 
-from nash_jax import data, report, runs
-from nash_jax.recipes import common
+from nash_jax import components, data, report, runs
+from nash_jax.recipes import Recipe, register
+from nash_jax.recipes.loop import optimizer_config, train_loop
+from nash_jax.recipes.preparation import prepare
+from nash_jax.rollouts import token_batch
 from nash_jax.sampling import eos_ids_of, generate, mixture_generate, pad_id_of
-from nash_jax.train import init_train_state, make_logprobs, make_optimizer
-from nash_jax.train.steps import make_nash_md_pg_step
+from nash_jax.tasks import synthetic_eval
+from nash_jax.train import init_train_state, make_logprobs, make_optimizer, make_step
 
 STAGE = "nash_md"
 EVAL_STAGE = "nash_md_eval"  # metrics.jsonl records keep one (stage, step) each
 
 
+@dataclass(frozen=True)
+class NashMDConfig:
+    steps: int = 100
+    prompts_per_step: int = 16
+    mixture_beta: float = 0.125  # weight of the reference μ in the opponent's geometric mixture
+    tau: float = 0.1  # KL weight
+    refresh_every: int | None = None  # steps between μ ← π_θ (iterative Nash-MD); None = never
+    snapshots: int = 3  # iterates exported as RUN_DIR/iter_k/policy, evenly spaced; steps must divide
+    eval_every: int = 10  # steps between exact exploitability evaluations (synthetic task)
+
+
 def run_nash_md(config, run):
-    check(config)
-    mesh, tokenizer, splits, judge = common.prepare(config, run)
+    n = config.nash_md
+    mesh, tokenizer, splits, judge = prepare(config, run,
+                                             batch_sizes={"nash_md.prompts_per_step": n.prompts_per_step})
     if not run.done(STAGE):
         train(config, run, splits, tokenizer, judge, mesh)
-        run.finish(STAGE, [f"iter_{k}/policy" for k in range(config.nash_md.snapshots)])
-    return report.evaluate_and_write(config, run, splits.eval, tokenizer, judge, mesh)
+        run.finish(STAGE, [f"iter_{k}/policy" for k in range(n.snapshots)])
+    iterates = [("pi_0", components.initial_policy_dir(config, run))] + [
+        (f"pi_{k + 1}", run / f"iter_{k}" / "policy") for k in range(n.snapshots)]
+    return report.evaluate_and_write(
+        config, run, iterates=iterates, eval_prompts=splits.eval, tokenizer=tokenizer, judge=judge,
+        mesh=mesh, iterations=segment_summaries(config, run),
+        policy_metrics=synthetic_eval.policy_metrics(config, tokenizer, mesh))
 
 
 def check(config):
@@ -42,51 +64,52 @@ def check(config):
         raise ValueError(f"nash_md.steps={n.steps} is not a multiple of nash_md.snapshots={n.snapshots}")
 
 
+def segment_summaries(config, run):
+    """Per exported snapshot: the loss curve of the steps that led to it."""
+    metrics = runs.read_metrics(run / "metrics.jsonl")
+    per = config.nash_md.steps // config.nash_md.snapshots
+    return [{"iteration": k, **report.loss_curve(metrics, STAGE, k * per, (k + 1) * per)}
+            for k in range(config.nash_md.snapshots)]
+
+
 def train(config, run, splits, tokenizer, judge, mesh):
     n = config.nash_md
     prompts = splits.iterations[0]
-    ids, kept, _ = common.encode_prompts(config, tokenizer, prompts, "training prompts")
+    ids, kept, _ = components.encode_prompts(config, tokenizer, prompts, "training prompts")
     texts = [prompts[i] for i in kept]
-    eval_ids, _, _ = common.encode_prompts(config, tokenizer, splits.eval, "evaluation prompts",
-                                           too_long="truncate_left")
-    exact = report.has_exact_exploitability(config)
+    eval_ids, _, _ = components.encode_prompts(config, tokenizer, splits.eval, "evaluation prompts",
+                                               too_long="truncate_left")
+    exact = synthetic_eval.policy_metrics(config, tokenizer, mesh)
 
-    initial = common.load_policy(common.initial_policy_dir(config, run), config, mesh)
-    tx, schedule = make_optimizer(common.optimizer_config(config, n.steps))
+    initial = components.load_policy(components.initial_policy_dir(config, run), config, mesh)
+    tx, schedule = make_optimizer(optimizer_config(config, n.steps))
     model_def, state, shardings = init_train_state(initial, tx, mesh=mesh, seed=config.seed)
-    reference = _copy(state.params)  # μ
-    step_fn = make_nash_md_pg_step(model_def, tx, schedule, shardings, mesh, tau=n.tau,
-                                   micro_batches=config.train.micro_batches)
+    step_fn = make_step("nash_md_pg", model_def, tx, schedule, shardings, mesh, tau=n.tau,
+                        micro_batches=config.train.micro_batches)
     logprobs = make_logprobs(model_def, mesh)
     epochs = -(-n.steps * n.prompts_per_step // len(ids))
     batches = iter(data.batches(list(zip(texts, ids)), n.prompts_per_step, epochs=epochs,
-                                seed=common.stage_seed(config.seed, 0, "train"), drop_remainder=True))
-    manager = runs.checkpoint_manager(run / STAGE / "checkpoints", config.train.checkpoint_every)
-    start = 0
-    restored = runs.restore_checkpoint(manager, {"state": state, "reference": reference})
-    if restored is not None:
-        start, trees, extra = restored
-        state, reference = trees["state"], trees["reference"]
-        batches.set_state(extra["data"])
-
+                                seed=runs.stage_seed(config.seed, 0, "train"), drop_remainder=True))
     s = config.sampling
     sampling = dict(max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
                     top_k=s.top_k, eos_token_ids=eos_ids_of(tokenizer), mesh=mesh,
                     pad_id=pad_id_of(tokenizer))
     per_snapshot = n.steps // n.snapshots
-    bar = common.progress(n.steps, STAGE, "step")
-    bar.update(start)
-    for step in range(start, n.steps):
-        if exact and step % n.eval_every == 0:
-            policy = model_def.merge(state.params)
-            run.log_metrics(EVAL_STAGE, step, {"exploitability": report.synthetic_exploitability(
-                policy, eval_ids, tokenizer, mesh)})
-        batch_texts, batch_ids = zip(*next(batches))
+
+    def evaluate(step, params):
+        if exact is not None:
+            run.log_metrics(EVAL_STAGE, step, exact(model_def.merge(params), eval_ids))
+
+    def work(step, state, extra, item):
+        if step % n.eval_every == 0:
+            evaluate(step, state.params)
+        reference = extra["reference"]  # μ
+        batch_texts, batch_ids = zip(*item)
         policy, mu = model_def.merge(state.params), model_def.merge(reference)
         ys = generate(policy, list(batch_ids), num_samples=1,
-                      key=common.stage_key(config.seed, 0, "generate", step), **sampling)
+                      key=runs.stage_key(config.seed, 0, "generate", step), **sampling)
         opponents = mixture_generate(policy, mu, n.mixture_beta, list(batch_ids), num_samples=1,
-                                     key=common.stage_key(config.seed, 0, "opponent", step), **sampling)
+                                     key=runs.stage_key(config.seed, 0, "opponent", step), **sampling)
         y_ids = [ys.tokens[b, 0, :ys.lengths[b, 0]].tolist() for b in range(len(batch_ids))]
         y_texts = [tokenizer.decode(r, skip_special_tokens=True) for r in y_ids]
         o_texts = [tokenizer.decode(opponents.tokens[b, 0, :opponents.lengths[b, 0]],
@@ -95,33 +118,31 @@ def train(config, run, splits, tokenizer, judge, mesh):
             pref = judge.prob(list(batch_texts), y_texts, o_texts)
         except ValueError as err:
             raise ValueError(f"judging Nash-MD step {step + 1}: {err}") from None
-        batch = common.token_batch(batch_ids, y_ids, pad_id_of(tokenizer))
+        batch = token_batch(batch_ids, y_ids, pad_id_of(tokenizer))
         batch["ref_logp"] = np.asarray(logprobs.jitted(reference, logprobs.place_global(batch)),
                                        np.float32)
         batch["pref"] = pref.astype(np.float32)
         state, metrics = step_fn.jitted(state, step_fn.place_global(batch))
-        metrics = {**jax.device_get(metrics), "pref_mean": float(pref.mean()),
+        metrics = {**metrics, "pref_mean": float(pref.mean()),
                    "length_mean": float(np.mean([len(y) for y in y_ids]))}
-        run.log_metrics(STAGE, step + 1, metrics)
-        bar.update(1)
-        bar.set_postfix(pref=f"{float(pref.mean()):.3f}")
         if n.refresh_every and (step + 1) % n.refresh_every == 0:
             reference = _copy(state.params)
         if (step + 1) % per_snapshot == 0:
             k = (step + 1) // per_snapshot - 1
-            common.export_policy(model_def.merge(state.params), run / f"iter_{k}" / "policy",
-                                 common.tokenizer_source(config, run))
-        if (step + 1) % config.train.checkpoint_every == 0 and step + 1 < n.steps:
-            runs.save_checkpoint(manager, step + 1, {"state": state, "reference": reference},
-                                 {"data": batches.get_state()})
-        runs.crash_point(f"{STAGE}:step={step + 1}")
-    if exact:
-        run.log_metrics(EVAL_STAGE, n.steps, {"exploitability": report.synthetic_exploitability(
-            model_def.merge(state.params), eval_ids, tokenizer, mesh)})
-    bar.close()
-    manager.close()
+            components.export_policy(model_def.merge(state.params), run / f"iter_{k}" / "policy",
+                                     components.tokenizer_source(config, run))
+        return state, {"reference": reference}, metrics
+
+    state, _ = train_loop(run, STAGE, state=state, total=n.steps, work=work, batches=batches,
+                          extra={"reference": _copy(state.params)},
+                          checkpoint_every=config.train.checkpoint_every)
+    evaluate(n.steps, state.params)
 
 
 def _copy(params):
     """A copy of parameters that outlives them (the train state is donated to each step)."""
     return jax.tree.map(lambda x: x.copy(), params)
+
+
+register(Recipe(name="nash_md", run=run_nash_md, section="nash_md", section_type=NashMDConfig,
+                check=check))

@@ -12,76 +12,117 @@ then the evaluation and report (nash_jax.report). Each stage is recorded in RUN_
 its artifact is in place; a rerun skips finished stages and resumes training from its last checkpoint.
 """
 
-from functools import partial
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-from nash_jax import report
-from nash_jax.recipes import common
+from nash_jax import components, report, runs
+from nash_jax.recipes import Recipe, register
+from nash_jax.recipes.loop import fit_rows, optimizer_config
+from nash_jax.recipes.preparation import prepare
+from nash_jax.rollouts import sample_rows, token_batch
 from nash_jax.sampling import pad_id_of
-from nash_jax.train.steps import make_pair_step, make_sppo_step
+from nash_jax.tasks import synthetic_eval
+
+
+@dataclass(frozen=True)
+class SPPOConfig:
+    iterations: int = 3
+    loss: Literal["sppo", "sppo_hard", "dpo", "ipo"] = "sppo"
+    eta: float = 1000.0  # SPPO's η (the official scripts' 1/β)
+    beta: float = 0.001  # the pairwise losses' β
+    selection: Literal["winner_loser", "all"] = "winner_loser"
 
 
 def run_sppo(config, run):
-    mesh, tokenizer, splits, judge = common.prepare(config, run)
+    mesh, tokenizer, splits, judge = prepare(config, run, prompt_blocks=config.sppo.iterations,
+                                             batch_sizes={"train.batch_size": config.train.batch_size})
     for t in range(config.sppo.iterations):
         iteration(config, run, t, splits.iterations[t], tokenizer, judge, mesh)
-    return report.evaluate_and_write(config, run, splits.eval, tokenizer, judge, mesh)
+    return report.evaluate_and_write(
+        config, run, iterates=iterates(config, run), eval_prompts=splits.eval, tokenizer=tokenizer,
+        judge=judge, mesh=mesh, iterations=iteration_summaries(config, run),
+        policy_metrics=synthetic_eval.policy_metrics(config, tokenizer, mesh))
+
+
+def iterates(config, run):
+    """[(label, HF directory)]: π_0, then π_{t+1} exported by each iteration."""
+    return [(f"pi_{t}", policy_dir(config, run, t)) for t in range(config.sppo.iterations + 1)]
+
+
+def iteration_summaries(config, run):
+    """Per iteration: the loss curve, the share of log-ratios that reached their target, and the
+    judged win rates of the winners and losers trained on."""
+    metrics = runs.read_metrics(run / "metrics.jsonl")
+    out = []
+    for t in range(config.sppo.iterations):
+        entry = {"iteration": t, **report.loss_curve(metrics, f"iter_{t}")}
+        steps = [m for m in metrics if m["stage"] == f"iter_{t}" and "target_reached" in m]
+        if steps:
+            entry["target_reached"] = float(steps[-1]["target_reached"])
+        judgments = run / f"iter_{t}" / "judgments.parquet"
+        if judgments.is_file():
+            wins = np.asarray(runs.read_table(judgments)["win_rates"])
+            entry["winner_win_rate"] = float(wins.max(axis=1).mean())
+            entry["loser_win_rate"] = float(wins.min(axis=1).mean())
+        out.append(entry)
+    return out
 
 
 def policy_dir(config, run, t):
     """π_t's HF directory: the initial policy for t = 0, else iteration t−1's export."""
-    return common.initial_policy_dir(config, run) if t == 0 else run / f"iter_{t - 1}" / "policy"
+    return components.initial_policy_dir(config, run) if t == 0 else run / f"iter_{t - 1}" / "policy"
 
 
 def iteration(config, run, t, prompts, tokenizer, judge, mesh):
     it = f"iter_{t}"
     if run.done(f"{it}/train"):
         return
-    model = common.load_policy(policy_dir(config, run, t), config, mesh)
+    model = components.load_policy(policy_dir(config, run, t), config, mesh)
 
     if not run.done(f"{it}/prompts"):
-        ids, kept, skipped = common.encode_prompts(config, tokenizer, prompts,
+        ids, kept, skipped = components.encode_prompts(config, tokenizer, prompts,
                                                    f"iteration {t}'s prompt split")
-        common.write_table(run / it / "prompts.parquet",
+        runs.write_table(run / it / "prompts.parquet",
                            {"prompt": [prompts[i] for i in kept], "prompt_ids": ids})
         run.finish(f"{it}/prompts", [f"{it}/prompts.parquet"], prompts=len(ids), skipped=skipped)
-    table = common.read_table(run / it / "prompts.parquet")
+    table = runs.read_table(run / it / "prompts.parquet")
 
     if not run.done(f"{it}/generate"):
-        columns = common.sample_rows(
+        columns = sample_rows(
             model, tokenizer, table["prompt_ids"], num_samples=config.sampling.num_samples,
             sampling=config.sampling, mesh=mesh, desc=f"{it} generate",
-            key_of=lambda b: common.stage_key(config.seed, t, "generate", b), crash_prefix=f"{it}/generate")
-        common.write_table(run / it / "samples.parquet", {**table, **columns})
+            key_of=lambda b: runs.stage_key(config.seed, t, "generate", b), crash_prefix=f"{it}/generate")
+        runs.write_table(run / it / "samples.parquet", {**table, **columns})
         run.finish(f"{it}/generate", [f"{it}/samples.parquet"],
                    mean_length=float(np.mean(columns["lengths"])),
                    finished=float(np.mean(columns["finished"])))
-    samples = common.read_table(run / it / "samples.parquet")
+    samples = runs.read_table(run / it / "samples.parquet")
 
     if not run.done(f"{it}/judge"):
-        bar = common.progress(len(samples["prompt"]), f"{it} judge", "prompt")
-        pref = common.judge_matrices(judge, samples["prompt"], samples["responses"],
+        bar = runs.progress(len(samples["prompt"]), f"{it} judge", "prompt")
+        pref = components.judge_matrices(judge, samples["prompt"], samples["responses"],
                                      per_call=config.judge.prompts_per_call, bar=bar, crash_prefix=f"{it}/judge",
                                      where=f"judging iteration {t} ({run / it / 'samples.parquet'})")
         bar.close()
-        common.write_table(run / it / "judgments.parquet",
+        runs.write_table(run / it / "judgments.parquet",
                            {"matrix": pref.reshape(len(pref), -1).tolist(),
                             "win_rates": pref.mean(axis=2).tolist()})
         run.finish(f"{it}/judge", [f"{it}/judgments.parquet"],
                    mean_max_win_rate=float(pref.mean(axis=2).max(axis=1).mean()))
-    judgments = common.read_table(run / it / "judgments.parquet")
+    judgments = runs.read_table(run / it / "judgments.parquet")
 
     if not run.done(f"{it}/build"):
         rows = build_examples(samples, np.asarray(judgments["win_rates"]), config.sppo)
-        common.write_table(run / it / "examples.parquet",
+        runs.write_table(run / it / "examples.parquet",
                            {key: [r[key] for r in rows] for key in rows[0]})
         run.finish(f"{it}/build", [f"{it}/examples.parquet"], examples=len(rows))
-    table = common.read_table(run / it / "examples.parquet")
+    table = runs.read_table(run / it / "examples.parquet")
     rows = [dict(zip(table, values)) for values in zip(*table.values())]
 
     model = train(config, run, t, model, rows, mesh, tokenizer)
-    common.export_policy(model, run / it / "policy", tokenizer_dir=common.tokenizer_source(config, run))
+    components.export_policy(model, run / it / "policy", tokenizer_dir=components.tokenizer_source(config, run))
     run.finish(f"{it}/train", [f"{it}/policy"])
 
 
@@ -110,30 +151,32 @@ def build_examples(samples, win_rates, sppo):
 
 
 def train(config, run, t, model, rows, mesh, tokenizer):
+    """π_{t+1}: π_t trained on the iteration's examples with the configured loss, anchored to π_t."""
     pad_id = pad_id_of(tokenizer)
     sppo = config.sppo
     if sppo.loss == "sppo":
-        make_step = partial(make_sppo_step, eta=sppo.eta, micro_batches=config.train.micro_batches)
+        hyperparameters = {"eta": sppo.eta}
 
         def to_batch(batch):
-            out = common.token_batch([r["prompt_ids"] for r in batch],
-                                     [r["response_ids"] for r in batch], pad_id)
+            out = token_batch([r["prompt_ids"] for r in batch], [r["response_ids"] for r in batch], pad_id)
             return {**out, "anchor_logp": np.array([r["anchor_logp"] for r in batch], np.float32),
                     "win_rate": np.array([r["win_rate"] for r in batch], np.float32)}
     else:
-        make_step = partial(make_pair_step, loss=sppo.loss, beta=sppo.beta,
-                            micro_batches=config.train.micro_batches)
+        hyperparameters = {"beta": sppo.beta}
 
         def to_batch(batch):
             prompts = [r["prompt_ids"] for r in batch for _ in range(2)]
             responses = [r[k] for r in batch for k in ("chosen_ids", "rejected_ids")]
-            out = common.token_batch(prompts, responses, pad_id)
+            out = token_batch(prompts, responses, pad_id)
             n = len(batch)
             return {**{k: v.reshape(n, 2, -1) for k, v in out.items()},
                     "anchor_logp": np.array([r["anchor_logp"] for r in batch], np.float32)}
 
-    return common.train_loop(
-        run, f"iter_{t}", model, rows, make_step=make_step, to_batch=to_batch,
-        optimizer=common.optimizer_config(config, 1), batch_size=config.train.batch_size,
-        epochs=config.train.epochs, seed=common.stage_seed(config.seed, t, "train"),
-        checkpoint_every=config.train.checkpoint_every, mesh=mesh)
+    return fit_rows(run, f"iter_{t}", model, rows, objective=sppo.loss, to_batch=to_batch,
+                    optimizer=optimizer_config(config, 1), batch_size=config.train.batch_size,
+                    epochs=config.train.epochs, seed=runs.stage_seed(config.seed, t, "train"),
+                    checkpoint_every=config.train.checkpoint_every, mesh=mesh,
+                    micro_batches=config.train.micro_batches, **hyperparameters)
+
+
+register(Recipe(name="sppo", run=run_sppo, section="sppo", section_type=SPPOConfig))

@@ -1,5 +1,6 @@
 """Optimisers and learning-rate schedules on optax, configured by one small dataclass."""
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -66,8 +67,10 @@ def decay_mask(params):
     return jax.tree.map(lambda x: x.ndim > 1, params)
 
 
+@functools.lru_cache(maxsize=32)
 def make_optimizer(config):
-    """(optax transformation, schedule) for `config`."""
+    """(optax transformation, schedule) for `config`: the same objects for equal configs, so that a
+    step compiled for one is reused for the other (train/steps.py caches steps by optimiser)."""
     schedule = learning_rate_schedule(config)
     if config.name == "adamw":
         core = optax.adamw(schedule, b1=config.b1, b2=config.b2, eps=config.eps,

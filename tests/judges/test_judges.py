@@ -82,3 +82,20 @@ def test_judge_command_prints_one_matrix_per_prompt(pairrm_dir, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "nash_jax.cli", "judge", "--model", str(path),
                           "--prompts", str(requests)], capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and "requests.jsonl:1: expected" in bad.stderr
+
+
+def test_reward_models_return_one_finite_reward_per_response_or_say_which_is_wrong():
+    from nash_jax.judges.simple import CallableReward
+
+    lengths = CallableReward(lambda prompts, responses: [len(r) for r in responses])
+    np.testing.assert_array_equal(lengths.rewards(["p", "q"], ["ab", "abcd"]), [2.0, 4.0])
+    with pytest.raises(ValueError, match=r"CallableReward returned, for response 1: reward=nan; "
+                                         r"expected a finite number"):
+        CallableReward(lambda p, r: [0.0, float("nan")]).rewards(["p", "q"], ["a", "b"])
+    with pytest.raises(ValueError, match=r"returned shape \[3\]; expected \[2\], one reward per response"):
+        CallableReward(lambda p, r: [0.0, 1.0, 2.0]).rewards(["p", "q"], ["a", "b"])
+    with pytest.raises(ValueError, match="2 prompts but 1 responses"):
+        lengths.rewards(["p", "q"], ["a"])
+    # the Bradley-Terry judge over a reward model is the same judge as over its function
+    judge = RewardJudge(lengths)
+    np.testing.assert_allclose(judge.prob(["p"], ["abc"], ["a"]), [1 / (1 + np.exp(-2.0))])

@@ -10,9 +10,9 @@ from nash_jax.runs import RunDir
 CONFIGS = Path(__file__).parents[2] / "configs"
 
 
-def write(tmp_path, text):
+def write(tmp_path, text, recipe="sppo"):
     path = tmp_path / "c.yaml"
-    path.write_text(text)
+    path.write_text(f"recipe: {recipe}\n{text}" if recipe else text)
     return path
 
 
@@ -98,3 +98,26 @@ def test_without_run_dir_the_newest_unfinished_run_of_the_same_config_resumes(tm
     assert resolve_run_dir(config, root=tmp_path / "runs").run_dir == str(older)
     RunDir(older).finish("report", [])
     assert resolve_run_dir(config, root=tmp_path / "runs").run_dir not in (str(older), str(newer))
+
+
+def test_the_recipe_is_required_and_named_from_the_registered_ones(tmp_path):
+    with pytest.raises(ValueError, match=r"c.yaml: recipe: missing; expected one of \[.*'nash_md'.*'sppo'"):
+        load_config(write(tmp_path, "name: x\n", recipe=None))
+    with pytest.raises(ValueError, match=r"c.yaml: recipe='sppo2'; expected one of \["):
+        load_config(write(tmp_path, "name: x\n", recipe="sppo2"))
+    with pytest.raises(ValueError, match=r"imports: cannot import 'no_such_module_here'"):
+        load_config(write(tmp_path, "imports: [no_such_module_here]\n"))
+
+
+def test_a_run_saved_before_a_section_existed_still_resumes(tmp_path):
+    """A run directory's config.yaml written before a recipe (and its section) was added reads with
+    that section at its defaults, and the same command resumes it."""
+    from nash_jax.config import normalised
+
+    config = load_config(write(tmp_path, "name: a\n"), [f"run_dir={tmp_path / 'run'}"])
+    saved = to_dict(config)
+    del saved["nash_md"]  # as if nash_md had been registered after this run started
+    run = RunDir(tmp_path / "run")
+    run.lock_config(saved)
+    run.lock_config(to_dict(config), normalise=normalised)
+    assert normalised({"recipe": "nope"}) is None

@@ -7,7 +7,7 @@ import numpy as np
 
 from nash_jax import recipes
 from nash_jax.config import load_config
-from nash_jax.recipes import common
+from nash_jax import runs
 from nash_jax.runs import read_metrics
 from tests.processes import free_port, run_processes
 from tests.recipes.conftest import REPO, policy_tensors, small_config
@@ -36,8 +36,8 @@ def test_two_processes_run_the_recipe_like_one(tmp_path):
     # the same prompts, samples and judgments; log-probs and parameters equal to float32 rounding
     # (the reductions run across processes in another order)
     for name in ("prompts", "samples", "judgments"):
-        two = common.read_table(shared / "iter_0" / f"{name}.parquet")
-        one = common.read_table(single / "iter_0" / f"{name}.parquet")
+        two = runs.read_table(shared / "iter_0" / f"{name}.parquet")
+        one = runs.read_table(single / "iter_0" / f"{name}.parquet")
         np.testing.assert_allclose(two.pop("logp", 0), one.pop("logp", 0), rtol=1e-5)
         assert two == one, name
     losses = [[m["loss"] for m in read_metrics(d / "metrics.jsonl") if m["stage"] == "iter_0"]

@@ -10,7 +10,7 @@ import transformers
 
 from nash_jax import recipes
 from nash_jax.config import load_config
-from nash_jax.recipes import common
+from nash_jax import runs
 from tests.judges.tiny_pairrm import pairrm_dir  # noqa: F401  (the fixture)
 from tests.recipes.conftest import CONFIGS
 from tests.tiny_hf import write_tokenizer
@@ -40,7 +40,7 @@ def test_preset_runs_on_an_hf_model_a_parquet_file_and_pairrm(tmp_path, pairrm_d
         "train.checkpoint_every=2", "sppo.iterations=1", "eval.prompts=8", "eval.samples_per_prompt=1"])
     report = recipes.run(config)
 
-    judgments = np.asarray(common.read_table(tmp_path / "run" / "iter_0" / "judgments.parquet")["matrix"])
+    judgments = np.asarray(runs.read_table(tmp_path / "run" / "iter_0" / "judgments.parquet")["matrix"])
     pref = judgments.reshape(-1, 3, 3)
     np.testing.assert_allclose(pref + pref.transpose(0, 2, 1), 1.0, atol=1e-5)
     assert np.std(pref) > 0.01  # PairRM's random weights still tell responses apart

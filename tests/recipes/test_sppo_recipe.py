@@ -8,11 +8,10 @@ import pytest
 import torch
 import transformers
 
-from nash_jax import recipes
+from nash_jax import components, recipes, runs
 from nash_jax.cli import main
 from nash_jax.config import load_config
 from nash_jax.judges.simple import CallableJudge
-from nash_jax.recipes import common
 from nash_jax.runs import RunDir, read_metrics
 from tests.recipes.conftest import assert_same_parameters, run_cli, small_config
 
@@ -50,7 +49,7 @@ def test_exported_policies_load_in_transformers_and_anchor_the_next_iteration(fi
     _, run_dir, _ = finished_run
     model = transformers.AutoModelForCausalLM.from_pretrained(run_dir / "iter_0" / "policy").eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(run_dir / "iter_0" / "policy")
-    samples = common.read_table(run_dir / "iter_1" / "samples.parquet")
+    samples = runs.read_table(run_dir / "iter_1" / "samples.parquet")
     worst = 0.0
     for b in range(4):
         for k in range(3):
@@ -78,22 +77,22 @@ def test_runs_killed_during_each_stage_resume_to_identical_parameters(finished_r
     for t in range(2):
         assert_same_parameters(run_dir / f"iter_{t}" / "policy", reference_dir / f"iter_{t}" / "policy")
     # determinism: the same config and seed draw the same samples
-    assert (common.read_table(run_dir / "iter_1" / "samples.parquet")
-            == common.read_table(reference_dir / "iter_1" / "samples.parquet"))
+    assert (runs.read_table(run_dir / "iter_1" / "samples.parquet")
+            == runs.read_table(reference_dir / "iter_1" / "samples.parquet"))
     assert "final_vs_initial" in result.stdout
 
 
 def test_a_judge_returning_nan_stops_with_a_clear_message_and_loses_no_work(tmp_path, monkeypatch):
     config = load_config(small_config(tmp_path), [f"run_dir={tmp_path / 'run'}", "sppo.iterations=1"])
-    real_make_judge = common.make_judge
-    monkeypatch.setattr(common, "make_judge", lambda *a, **k: CallableJudge(lambda p, x, y: float("nan")))
+    real_make_judge = components.make_judge
+    monkeypatch.setattr(components, "make_judge", lambda *a, **k: CallableJudge(lambda p, x, y: float("nan")))
     with pytest.raises(ValueError, match=r"judging iteration 0 \(.*samples.parquet\), prompts 0-15: "
                                          r"CallableJudge returned, for prompt 0: P\[0,1\]=nan"):
         recipes.run(config)
     run = RunDir(tmp_path / "run")
     assert run.done("iter_0/generate") and not run.done("iter_0/judge")
     generated_at = run.manifest["stages"]["iter_0/generate"]["finished_at"]
-    monkeypatch.setattr(common, "make_judge", real_make_judge)
+    monkeypatch.setattr(components, "make_judge", real_make_judge)
     recipes.run(config)
     run = RunDir(tmp_path / "run")
     assert run.manifest["stages"]["iter_0/generate"]["finished_at"] == generated_at  # not redone
@@ -139,7 +138,7 @@ def test_pairwise_baselines_run_from_the_same_recipe(tmp_path):
     config = load_config(small_config(tmp_path), [f"run_dir={tmp_path / 'run'}", "sppo.iterations=1",
                                                   "sppo.loss=dpo", "sppo.beta=0.1"])
     recipes.run(config)
-    examples = common.read_table(tmp_path / "run" / "iter_0" / "examples.parquet")
+    examples = runs.read_table(tmp_path / "run" / "iter_0" / "examples.parquet")
     assert {"chosen_ids", "rejected_ids", "anchor_logp"} <= set(examples)
     steps = [m for m in read_metrics(tmp_path / "run" / "metrics.jsonl") if m["stage"] == "iter_0"]
     assert steps and all("margin_positive" in m for m in steps)

@@ -16,7 +16,7 @@ from nash_jax import parallel
 
 def sppo_run(mesh, process_rows):
     """Three SPPO steps on the shared test batch; `process_rows` picks this process's examples."""
-    from nash_jax.train import make_sppo_step
+    from nash_jax.train import make_step
     from tests.train.conftest import setup, token_batch
 
     model_def, state, shardings, _, tx, schedule, logprobs = setup(mesh=mesh)
@@ -24,7 +24,7 @@ def sppo_run(mesh, process_rows):
     batch = {k: v[process_rows] for k, v in batch.items()}
     batch["anchor_logp"] = np.array(logprobs(state.params, batch))[process_rows]
     batch["win_rate"] = np.random.default_rng(12).uniform(size=16).astype(np.float32)[process_rows]
-    step = make_sppo_step(model_def, tx, schedule, shardings, mesh, eta=20.0, micro_batches=2)
+    step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=20.0, micro_batches=2)
     losses = []
     for _ in range(3):
         state, metrics = step(state, batch)

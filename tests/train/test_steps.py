@@ -6,8 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nash_jax.train import make_nash_md_pg_step, make_pair_step, make_sppo_step
-from nash_jax.train.steps import nash_md_pg_objective, policy_logprobs, sppo_objective
+from nash_jax.train import make_step
+from nash_jax.train.steps import objective_loss, policy_logprobs
+from nash_jax.train.objectives import OBJECTIVES
 from tests.train.conftest import MESHES, setup, token_batch
 
 N = 8
@@ -48,16 +49,16 @@ def run_steps(kind, shape, steps=2, micro_batches=1):
     model_def, state, shardings, mesh, tx, schedule, logprobs = setup(shape)
     if kind == "sppo":
         batch = sppo_batch(logprobs, state.params)
-        step = make_sppo_step(model_def, tx, schedule, shardings, mesh, eta=ETA,
-                              micro_batches=micro_batches)
+        step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=ETA,
+                         micro_batches=micro_batches)
     elif kind == "nash_md":
         batch = nash_md_batch(logprobs, state.params)
-        step = make_nash_md_pg_step(model_def, tx, schedule, shardings, mesh, tau=0.1,
-                                    micro_batches=micro_batches)
+        step = make_step("nash_md_pg", model_def, tx, schedule, shardings, mesh, tau=0.1,
+                         micro_batches=micro_batches)
     else:
         batch = pair_batch(logprobs, state.params)
-        step = make_pair_step(model_def, tx, schedule, shardings, mesh, loss=kind, beta=0.1,
-                              micro_batches=micro_batches)
+        step = make_step(kind, model_def, tx, schedule, shardings, mesh, beta=0.1,
+                         micro_batches=micro_batches)
     losses = []
     for _ in range(steps):
         state, metrics = step(state, batch)
@@ -100,7 +101,7 @@ def test_sppo_gradient_at_log_ratio_zero_is_reinforce_with_win_rate_reward():
     model_def, state, _, _, _, _, logprobs = setup()
     batch = sppo_batch(logprobs, state.params)
     jbatch = {k: jnp.asarray(v) for k, v in batch.items()}
-    grads = jax.grad(lambda p: sppo_objective(model_def, p, jbatch, eta=ETA)[0])(state.params)
+    grads = jax.grad(lambda p: objective_loss(OBJECTIVES["sppo"], {"eta": ETA}, model_def, p, jbatch)[0])(state.params)
     coefficients = -2 * ETA * (batch["win_rate"] - 0.5) / N
     assert_trees_close(grads, combine(per_example_grads(model_def, state.params, batch), coefficients))
 
@@ -110,7 +111,8 @@ def test_nash_md_pg_gradient_is_regularised_reinforce_per_example():
     batch = nash_md_batch(logprobs, state.params)
     jbatch = {k: jnp.asarray(v) for k, v in batch.items()}
     tau = 0.7
-    grads = jax.grad(lambda p: nash_md_pg_objective(model_def, p, jbatch, tau=tau)[0])(state.params)
+    grads = jax.grad(lambda p: objective_loss(OBJECTIVES["nash_md_pg"], {"tau": tau}, model_def, p,
+                                                jbatch)[0])(state.params)
     logp = np.asarray(logprobs(state.params, batch))
     coefficients = -(batch["pref"] - 0.5 - tau * (logp - batch["ref_logp"])) / N
     assert_trees_close(grads, combine(per_example_grads(model_def, state.params, batch), coefficients))
@@ -129,7 +131,7 @@ def test_sppo_steps_lower_the_loss_and_move_log_ratios_towards_their_targets():
     model_def, state, shardings, mesh, tx, schedule, logprobs = setup()
     batch = sppo_batch(logprobs, state.params)
     batch["win_rate"] = np.where(np.arange(N) % 2 == 0, 0.9, 0.1).astype(np.float32)  # winners/losers
-    step = make_sppo_step(model_def, tx, schedule, shardings, mesh, eta=5.0)  # targets ±2 nats
+    step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=5.0)  # targets ±2 nats
     losses = []
     for _ in range(15):
         state, metrics = step(state, batch)
@@ -147,7 +149,7 @@ def test_pairwise_steps_start_from_their_hand_computed_values():
     expected = {"dpo": np.log(2.0), "ipo": (0.5 / beta) ** 2, "sppo_hard": 2 * (0.5 / beta) ** 2}
     for loss, value in expected.items():
         _, fresh, shardings, mesh, tx, schedule, _ = setup()
-        step = make_pair_step(model_def, tx, schedule, shardings, mesh, loss=loss, beta=beta)
+        step = make_step(loss, model_def, tx, schedule, shardings, mesh, beta=beta)
         _, metrics = step(fresh, batch)
         assert float(metrics["loss"]) == pytest.approx(value, rel=1e-5), loss
 
@@ -155,7 +157,7 @@ def test_pairwise_steps_start_from_their_hand_computed_values():
 def test_sppo_hard_raises_the_winner_and_lowers_the_loser():
     model_def, state, shardings, mesh, tx, schedule, logprobs = setup()
     batch = pair_batch(logprobs, state.params)
-    step = make_pair_step(model_def, tx, schedule, shardings, mesh, loss="sppo_hard", beta=0.5)
+    step = make_step("sppo_hard", model_def, tx, schedule, shardings, mesh, beta=0.5)
     for _ in range(10):
         state, metrics = step(state, batch)
     log_ratio = np.asarray(logprobs(state.params, flatten_pairs(batch))).reshape(N, 2) \
@@ -169,7 +171,7 @@ def test_non_finite_batch_is_reported_and_not_applied():
     batch = sppo_batch(logprobs, state.params)
     batch["anchor_logp"][3] = np.nan
     before = flat_params(state)
-    step = make_sppo_step(model_def, tx, schedule, shardings, mesh, eta=ETA)
+    step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=ETA)
     state, metrics = step(state, batch)
     assert metrics["skipped"] == 1.0 and not np.isfinite(float(metrics["loss"]))
     np.testing.assert_array_equal(flat_params(state), before)
@@ -178,7 +180,7 @@ def test_non_finite_batch_is_reported_and_not_applied():
 
 def test_bad_batches_get_clear_errors():
     model_def, state, shardings, mesh, tx, schedule, logprobs = setup((8, 1, 1))
-    step = make_sppo_step(model_def, tx, schedule, shardings, mesh, eta=ETA)
+    step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=ETA)
     good = sppo_batch(logprobs, state.params)
     with pytest.raises(ValueError, match=r"global batch of 4 examples .* does not divide over "
                                          r"data × fsdp = 8 devices"):
@@ -190,9 +192,9 @@ def test_bad_batches_get_clear_errors():
     with pytest.raises(ValueError, match=r"loss_mask has shape \[8, 11\] but tokens have \[8, 12\]"):
         step(state, {**good, "loss_mask": good["loss_mask"][:, 1:]})
     with pytest.raises(ValueError, match="micro_batches must be a positive integer"):
-        make_sppo_step(model_def, tx, schedule, shardings, mesh, eta=ETA, micro_batches=0)
-    with pytest.raises(ValueError, match="pairwise loss 'kto' is not one of"):
-        make_pair_step(model_def, tx, schedule, shardings, mesh, loss="kto", beta=0.1)
+        make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=ETA, micro_batches=0)
+    with pytest.raises(ValueError, match="objective 'kto' is not one of"):
+        make_step("kto", model_def, tx, schedule, shardings, mesh, beta=0.1)
 
 
 @pytest.mark.parametrize("dtype, param_dtype", [("bfloat16", "float32"), ("bfloat16", "bfloat16")])
@@ -210,9 +212,104 @@ def test_mixed_precision_steps_keep_parameter_dtype_and_fp32_metrics(dtype, para
     tx, schedule = make_optimizer(OptimizerConfig(learning_rate=1e-3, warmup_ratio=0.0))
     model_def, state, shardings = init_train_state(Llama(config, rngs=nnx.Rngs(0)), tx, mesh=mesh)
     batch = sppo_batch(make_logprobs(model_def, mesh), state.params)
-    step = make_sppo_step(model_def, tx, schedule, shardings, mesh, eta=5.0)
+    step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=5.0)
     state, metrics = step(state, batch)
     state, metrics = step(state, batch)
     assert metrics["loss"].dtype == jnp.float32 and np.isfinite(float(metrics["loss"]))
     assert metrics["skipped"] == 0.0
     assert {x.dtype for x in jax.tree.leaves(state.params)} == {jnp.dtype(param_dtype)}
+
+
+def reference_loss(kind, model_def, params, batch, **hp):
+    """The loss as the core functions define it, from sequence log-probs computed apart (the shape
+    of the four step factories this table replaced)."""
+    from nash_jax.core import losses
+
+    fields = ("tokens", "segment_ids", "loss_mask")
+    if kind in ("sppo_hard", "dpo", "ipo"):
+        flat = [jnp.asarray(batch[f]).reshape(2 * N, -1) for f in fields]
+        logp = policy_logprobs(model_def, params, *flat).reshape(N, 2)
+        fn = {"sppo_hard": losses.sppo_hard_loss, "dpo": losses.dpo_loss, "ipo": losses.ipo_loss}[kind]
+        a = batch["anchor_logp"]
+        return fn(logp[:, 0], a[:, 0], logp[:, 1], a[:, 1], hp["beta"])
+    if kind == "sft":
+        logits, _ = model_def.merge(params)(batch["tokens"][:, :-1],
+                                            segment_ids=batch["segment_ids"][:, :-1])
+        mask = batch["loss_mask"][:, 1:]
+        return -jnp.sum(losses.token_logprobs(logits, batch["tokens"][:, 1:], mask)) / jnp.sum(mask)
+    logp = policy_logprobs(model_def, params, *(jnp.asarray(batch[f]) for f in fields))
+    if kind == "sppo":
+        return losses.sppo_loss(logp, batch["anchor_logp"], batch["win_rate"], hp["eta"])
+    return losses.nash_md_pg_loss(logp, batch["ref_logp"], batch["pref"], hp["tau"])
+
+
+@pytest.mark.parametrize("kind, hp", [("sppo", {"eta": ETA}), ("sppo_hard", {"beta": 0.1}),
+                                      ("dpo", {"beta": 0.1}), ("ipo", {"beta": 0.1}),
+                                      ("nash_md_pg", {"tau": 0.3}), ("sft", {})])
+def test_every_objective_in_the_table_gives_the_core_losses_and_gradients(kind, hp):
+    model_def, state, _, _, _, _, logprobs = setup()
+    if kind in ("sppo_hard", "dpo", "ipo"):
+        batch = pair_batch(logprobs, state.params)
+        batch["anchor_logp"] = batch["anchor_logp"] - np.array([0.2, -0.1], np.float32)
+    elif kind == "nash_md_pg":
+        batch = nash_md_batch(logprobs, state.params)
+    elif kind == "sft":
+        batch = token_batch(N, seed=7)
+    else:
+        batch = sppo_batch(logprobs, state.params)
+        batch["anchor_logp"] = batch["anchor_logp"] + 0.4
+    jbatch = {k: jnp.asarray(v) for k, v in batch.items()}
+    ours, ours_grads = jax.value_and_grad(
+        lambda p: objective_loss(OBJECTIVES[kind], hp, model_def, p, jbatch)[0])(state.params)
+    ref, ref_grads = jax.value_and_grad(lambda p: reference_loss(kind, model_def, p, jbatch, **hp))(
+        state.params)
+    assert abs(float(ours) - float(ref)) <= 1e-5 * max(1.0, abs(float(ref))), (float(ours), float(ref))
+    assert_trees_close(ours_grads, ref_grads, rtol=1e-5)
+
+
+def test_each_objective_names_itself_and_the_field_when_a_field_is_missing_or_mis_shaped():
+    model_def, state, shardings, mesh, tx, schedule, logprobs = setup((2, 1, 1))
+    good = {"sppo": sppo_batch(logprobs, state.params), "dpo": pair_batch(logprobs, state.params),
+            "nash_md_pg": nash_md_batch(logprobs, state.params)}
+    hp = {"sppo": {"eta": ETA}, "dpo": {"beta": 0.1}, "nash_md_pg": {"tau": 0.1}}
+    for kind, batch in good.items():
+        step = make_step(kind, model_def, tx, schedule, shardings, mesh, **hp[kind])
+        for field in OBJECTIVES[kind].fields:
+            with pytest.raises(ValueError, match=rf"{kind}_step: .*missing \['{field}'\]"):
+                step.place(dict((k, v) for k, v in batch.items() if k != field))
+            wrong = np.concatenate([batch[field], batch[field]], axis=-1)
+            with pytest.raises(ValueError, match=rf"{kind}_step: {field} has shape"):
+                step.place({**batch, field: wrong})
+    with pytest.raises(ValueError, match=r"dpo_step: anchor_logp has shape \[8\]; expected 2 dimensions "
+                                         r"\(\[N, 2\]\)"):
+        make_step("dpo", model_def, tx, schedule, shardings, mesh, beta=0.1).place(
+            {**good["dpo"], "anchor_logp": good["dpo"]["anchor_logp"][:, 0]})
+    with pytest.raises(ValueError, match=r"objective 'sppo' takes hyperparameters \['eta'\]; got \['tau'\]"):
+        make_step("sppo", model_def, tx, schedule, shardings, mesh, tau=0.1)
+
+
+def test_asking_again_for_an_equal_step_reuses_the_compiled_one():
+    """An iterative recipe asks for its step once per iteration, with a fresh optimiser of the same
+    configuration and a freshly loaded model of the same architecture: no recompilation."""
+    from nash_jax.train import OptimizerConfig, init_train_state, make_optimizer
+    from nash_jax.models.llama import Llama
+    from flax import nnx
+    from tests.train.conftest import CONFIG, mesh_of
+
+    mesh = mesh_of((2, 1, 1))
+    steps = []
+    for seed in range(2):
+        tx, schedule = make_optimizer(OptimizerConfig(learning_rate=1e-3, total_steps=7))
+        model_def, state, shardings = init_train_state(Llama(CONFIG, rngs=nnx.Rngs(seed)), tx, mesh=mesh)
+        step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=ETA)
+        batch = sppo_batch(make_logprobs_of(model_def, mesh), state.params)
+        state, _ = step(state, batch)
+        steps.append(step)
+    assert steps[0] is steps[1] and steps[0].jitted._cache_size() == 1
+    other = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=ETA / 2)
+    assert other is not steps[0]
+
+
+def make_logprobs_of(model_def, mesh):
+    from nash_jax.train import make_logprobs
+    return make_logprobs(model_def, mesh)

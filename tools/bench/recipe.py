@@ -26,7 +26,8 @@ import transformers
 from common import emit
 from nash_jax import recipes
 from nash_jax.config import load_config
-from nash_jax.recipes import common
+from nash_jax import components, runs
+from nash_jax.rollouts import sample_rows
 from nash_jax.runs import RunDir, read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,8 +85,8 @@ def main():
         config = load_config(ROOT / "configs" / "demo.yaml", [f"run_dir={run_dir}", "sppo.iterations=1"])
         recipes.run(config)
         stages = json.loads((run_dir / "manifest.json").read_text())["stages"]
-        prompts = common.read_table(run_dir / "iter_0" / "prompts.parquet")["prompt_ids"]
-        examples = common.read_table(run_dir / "iter_0" / "examples.parquet")
+        prompts = runs.read_table(run_dir / "iter_0" / "prompts.parquet")["prompt_ids"]
+        examples = runs.read_table(run_dir / "iter_0" / "examples.parquet")
         steps = [m for m in read_metrics(run_dir / "metrics.jsonl") if m["stage"] == "iter_0"]
 
         policy_dir = run_dir / "init" / "policy"
@@ -97,12 +98,12 @@ def main():
         peer_generate = time.perf_counter() - start
         ours = stages["iter_0/generate"]["seconds"]
         # the same stage once compiled: sample_rows again, in this process, on the same policy
-        mesh = common.make_mesh(config)
-        policy = common.load_policy(policy_dir, config, mesh)
-        tokenizer_ours = common.load_policy_tokenizer(config, RunDir(run_dir))
+        mesh = components.make_mesh(config, {})
+        policy = components.load_policy(policy_dir, config, mesh)
+        tokenizer_ours = components.load_policy_tokenizer(config, RunDir(run_dir))
         start = time.perf_counter()
-        common.sample_rows(policy, tokenizer_ours, prompts, num_samples=s.num_samples, sampling=s, mesh=mesh,
-                           desc="generate", key_of=lambda b: common.stage_key(config.seed, 0, "generate", b))
+        sample_rows(policy, tokenizer_ours, prompts, num_samples=s.num_samples, sampling=s, mesh=mesh,
+                    desc="generate", key_of=lambda b: runs.stage_key(config.seed, 0, "generate", b))
         steady = time.perf_counter() - start
         emit(case="sppo_iteration_generate", prompts=len(prompts), samples_per_prompt=s.num_samples,
              max_new_tokens=s.max_new_tokens, time_s=ours, includes_compile=True,

@@ -1,0 +1,128 @@
+"""The parts a run config names, built: the mesh, the initial policy and its tokenizer, the judge, the
+prompt splits. Recipes and the report build what they need from here; none of it knows a recipe."""
+
+import json
+from pathlib import Path
+
+from nash_jax import data, parallel, runs
+from nash_jax.config import BUILTIN_SYNTHETIC
+from nash_jax.models import hf
+from nash_jax.models.tokenizer import load_tokenizer
+from nash_jax.tasks import synthetic
+
+
+def make_mesh(config, batch_sizes):
+    """The config's mesh, after checking that each of `batch_sizes` ({config key: examples per step})
+    divides over it (before any work starts)."""
+    mesh = parallel.make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
+    shards = parallel.data_shards(mesh)
+    for key, size in batch_sizes.items():
+        if size % (config.train.micro_batches * shards):
+            raise ValueError(f"{key}={size} does not split into train.micro_batches="
+                             f"{config.train.micro_batches} micro-batches over the mesh's data × fsdp = "
+                             f"{shards} devices; expected a multiple of "
+                             f"{config.train.micro_batches * shards}")
+    return mesh
+
+
+# ---------------------------------------------------------------------------------------------------
+# the policy and its tokenizer
+
+def initial_policy_dir(config, run):
+    """π_0's HF directory: the configured model, or the synthetic task's warm-started one."""
+    if config.model.path == BUILTIN_SYNTHETIC:
+        return run / "init" / "policy"
+    path = Path(config.model.path)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"model.path={path}: no config.json there; expected a local Hugging "
+                                "Face model directory (config.json + safetensors)")
+    return path
+
+
+def tokenizer_source(config, run):
+    """Where the policy's tokenizer lives: model.tokenizer, the synthetic task's, or the model's own."""
+    if config.model.tokenizer:
+        return config.model.tokenizer
+    return synthetic.TOKENIZER_DIR if config.model.path == BUILTIN_SYNTHETIC \
+        else initial_policy_dir(config, run)
+
+
+def load_policy(path, config, mesh):
+    return hf.load_pretrained(path, mesh=mesh, dtype=config.model.dtype,
+                              param_dtype=config.model.param_dtype, remat=config.model.remat)
+
+
+def load_policy_tokenizer(config, run):
+    return load_tokenizer(tokenizer_source(config, run))
+
+
+def export_policy(model, path, tokenizer_dir):
+    """Write `model` as an HF directory at `path` (whole, or not at all). Every process takes part in
+    gathering the parameters; process 0 writes."""
+    if parallel.is_writer():
+        runs.write_dir_atomically(path, lambda tmp: hf.save_pretrained(model, tmp,
+                                                                       tokenizer_dir=tokenizer_dir))
+    else:
+        hf.save_pretrained(model, path, tokenizer_dir=tokenizer_dir)  # gathers; writes nothing
+    parallel.barrier(f"export {path}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# judges
+
+def make_judge(judge_config, mesh=None):
+    """The PreferenceModel a JudgeConfig names."""
+    if judge_config.kind == "synthetic":
+        return synthetic.SyntheticOracle()
+    if judge_config.path is None or not Path(judge_config.path).exists():
+        raise FileNotFoundError(f"judge.path={judge_config.path}: does not exist; the {judge_config.kind} "
+                                "judge needs a local "
+                                + ("PairRM directory" if judge_config.kind == "pairrm" else "file"))
+    if judge_config.kind == "pairrm":
+        from nash_jax.judges.pairrm import PairRM
+        return PairRM.from_pretrained(judge_config.path, mesh=mesh, batch_size=judge_config.batch_size,
+                                      mode=judge_config.mode)
+    from nash_jax.judges.simple import FileJudge
+    return FileJudge(judge_config.path)
+
+
+def judge_matrices(judge, prompts, candidates, *, per_call, where, bar=None, crash_prefix=None):
+    """[B, K, K] from `judge` in chunks of `per_call` prompts, with a progress bar and crash points."""
+    from nash_jax.judges.base import judge_in_chunks
+
+    def after_call(judged, calls):
+        if bar is not None:
+            bar.update(judged)
+        if crash_prefix:
+            runs.crash_point(f"{crash_prefix}:call={calls}")
+
+    return judge_in_chunks(judge, prompts, candidates, per_call=per_call, where=where,
+                           after_call=after_call)
+
+
+# ---------------------------------------------------------------------------------------------------
+# prompts
+
+def prompt_splits(config, run, blocks=1):
+    """The held-out prompts and `blocks` disjoint training blocks (data.split_prompts). The synthetic
+    task writes its prompts to RUN_DIR/data/prompts.jsonl first, and reads them back through `datasets`
+    like any other."""
+    path = config.data.path
+    if path == BUILTIN_SYNTHETIC:
+        path = run / "data" / "prompts.jsonl"
+        if not path.is_file():
+            texts = synthetic.prompt_texts(config.data.synthetic_prompts, seed=config.seed)
+            runs.write_text_atomically(path, "".join(json.dumps({"prompt": p}) + "\n"
+                                                            for p in texts))
+        parallel.barrier("synthetic prompts")
+    texts = data.load_prompt_texts(path, config.data.prompt_column, config.data.split)
+    return data.split_prompts(texts, iterations=blocks, eval_prompts=config.eval.prompts,
+                              per_iteration=config.data.prompts_per_iteration,
+                              shuffle=config.data.shuffle, seed=config.seed)
+
+
+def encode_prompts(config, tokenizer, texts, where, too_long=None):
+    """data.encode_prompts with the config's template, length limit and (unless given) policy."""
+    return data.encode_prompts(tokenizer, texts, max_tokens=config.data.max_prompt_tokens,
+                               too_long=too_long or config.data.too_long,
+                               system=config.data.system_prompt, where=where)

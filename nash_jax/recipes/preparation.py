@@ -1,0 +1,60 @@
+"""What a run needs before its first stage: the mesh, the tokenizer, the prompt splits and the judge,
+and, on the synthetic task, the initial policy π_0 warm-started by a short supervised fit."""
+
+import numpy as np
+from flax import nnx
+
+from nash_jax import components
+from nash_jax.config import BUILTIN_SYNTHETIC
+from nash_jax.models.llama import Llama, LlamaConfig
+from nash_jax.rollouts import token_batch
+from nash_jax.runs import stage_seed
+from nash_jax.sampling import pad_id_of
+from nash_jax.recipes.loop import fit_rows
+from nash_jax.tasks import synthetic
+from nash_jax.train import OptimizerConfig
+
+
+def prepare(config, run, *, batch_sizes, prompt_blocks=1):
+    """(mesh, tokenizer, prompt splits, judge) of a run, with the synthetic task's π_0 made first.
+
+    batch_sizes: {config key: examples per step} that must divide over the mesh; prompt_blocks: how
+    many disjoint training blocks the prompts are split into (besides the held-out ones)."""
+    mesh = components.make_mesh(config, batch_sizes)
+    tokenizer = components.load_policy_tokenizer(config, run)
+    splits = components.prompt_splits(config, run, prompt_blocks)
+    judge = components.make_judge(config.judge, mesh)
+    if config.model.path == BUILTIN_SYNTHETIC:
+        warm_start(config, run, tokenizer, mesh)
+    return mesh, tokenizer, splits, judge
+
+
+def warm_start(config, run, tokenizer, mesh):
+    """Fit a tiny Llama to the synthetic task's demonstrations and export it as π_0 (stage `init`)."""
+    if run.done("init"):
+        return
+    w = config.warm_start
+    llama = LlamaConfig(vocab_size=len(tokenizer), hidden_size=w.hidden_size,
+                        intermediate_size=2 * w.hidden_size, num_layers=w.num_layers, num_heads=4,
+                        num_kv_heads=2, head_dim=w.hidden_size // 4)
+    model = Llama(llama, rngs=nnx.Rngs(config.seed))
+    rng = np.random.default_rng(stage_seed(config.seed, 0, "warm_start"))
+    prompts = synthetic.prompt_texts(w.steps * w.batch_size, seed=rng.integers(1 << 31))
+    prompt_ids, _, _ = components.encode_prompts(config, tokenizer, prompts, "warm-start prompts",
+                                                 too_long="truncate_left")
+    eos = tokenizer.eos_token_id
+    rows = [{"prompt_ids": p, "response_ids": tokenizer(synthetic.demonstration(text, rng),
+                                                        add_special_tokens=False)["input_ids"] + [eos]}
+            for p, text in zip(prompt_ids, prompts)]
+    pad_id = pad_id_of(tokenizer)
+
+    def to_batch(batch):
+        return token_batch([r["prompt_ids"] for r in batch], [r["response_ids"] for r in batch], pad_id)
+
+    optimizer = OptimizerConfig(name="adamw", learning_rate=w.learning_rate, schedule="cosine",
+                                warmup_ratio=0.05, clip_norm=1.0)
+    model = fit_rows(run, "init", model, rows, objective="sft", to_batch=to_batch, optimizer=optimizer,
+                     batch_size=w.batch_size, epochs=1, seed=stage_seed(config.seed, 0, "warm_start"),
+                     checkpoint_every=config.train.checkpoint_every, mesh=mesh)
+    components.export_policy(model, run / "init" / "policy", synthetic.TOKENIZER_DIR)
+    run.finish("init", ["init/policy"], examples=len(rows))

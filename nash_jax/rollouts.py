@@ -1,0 +1,68 @@
+"""Responses as data: sampling a policy into per-prompt columns, token batches of prompt + response
+rows, and log-probs of given responses under a model (teacher forcing)."""
+
+import numpy as np
+
+from nash_jax import data, parallel, runs
+from nash_jax.padding import bucket_size, left_pad
+from nash_jax.sampling import eos_ids_of, generate, pad_id_of
+
+
+def sample_rows(model, tokenizer, prompt_ids, *, num_samples, sampling, key_of, mesh, desc,
+                max_new_tokens=None, crash_prefix=None):
+    """Sample `num_samples` responses per prompt (batches of sampling.prompts_per_batch) → dict of
+    per-prompt columns: response_ids, responses (text), lengths, logp (Σ log π, untempered), finished."""
+    columns = {"response_ids": [], "responses": [], "lengths": [], "logp": [], "finished": []}
+    pad_id = pad_id_of(tokenizer)
+    per_batch = sampling.prompts_per_batch
+    bar = runs.progress(len(prompt_ids), desc, "prompt")
+    for index, batch in enumerate(data.batches(prompt_ids, per_batch)):
+        samples = generate(model, batch, num_samples=num_samples,
+                           max_new_tokens=max_new_tokens or sampling.max_new_tokens,
+                           temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
+                           eos_token_ids=eos_ids_of(tokenizer), key=key_of(index), mesh=mesh,
+                           pad_id=pad_id, batch_buckets=[bucket_size(per_batch)])
+        for b in range(len(batch)):
+            ids = [samples.tokens[b, k, :samples.lengths[b, k]].tolist() for k in range(num_samples)]
+            columns["response_ids"].append(ids)
+            columns["responses"].append([tokenizer.decode(r, skip_special_tokens=True) for r in ids])
+            columns["lengths"].append(samples.lengths[b].tolist())
+            columns["logp"].append(samples.logprobs_raw[b].sum(-1).tolist())
+            columns["finished"].append(samples.finished[b].tolist())
+        bar.update(len(batch))
+        if crash_prefix:
+            runs.crash_point(f"{crash_prefix}:batch={index + 1}")
+    bar.close()
+    return columns
+
+
+def token_batch(prompt_ids, response_ids, pad_id):
+    """Left-padded prompt + response rows → tokens, segment_ids, loss_mask [N, T] (T a power of two
+    ≥ 8); the loss mask covers the response tokens."""
+    rows = [list(p) + list(r) for p, r in zip(prompt_ids, response_ids)]
+    width = bucket_size(max(len(r) for r in rows), minimum=8, what="sequence length")
+    tokens, segment_ids = left_pad(rows, width, pad_id)
+    loss_mask = np.zeros_like(segment_ids, dtype=bool)
+    for i, r in enumerate(response_ids):
+        if len(r):
+            loss_mask[i, width - len(r):] = True
+    return {"tokens": tokens, "segment_ids": segment_ids, "loss_mask": loss_mask}
+
+
+def sequence_logprobs(model, prompt_ids, response_ids, tokenizer, mesh, per_call=64):
+    """[B][K] Σ log π(response | prompt) under `model` (teacher forcing), for K responses per prompt."""
+    from nash_jax.train import make_logprobs, split_model
+
+    model_def, params = split_model(model)
+    logprobs = make_logprobs(model_def, mesh)
+    pad_id = pad_id_of(tokenizer)
+    flat = [(p, r) for p, rs in zip(prompt_ids, response_ids) for r in rs]
+    out = []
+    for start in range(0, len(flat), per_call):
+        chunk = flat[start:start + per_call]
+        padded = parallel.pad_to_shards(chunk, mesh)
+        batch = token_batch([p for p, _ in padded], [r for _, r in padded], pad_id)
+        values = logprobs.jitted(params, logprobs.place_global(batch))
+        out.extend(parallel.gather_to_host(values)[:len(chunk)].tolist())
+    k = len(response_ids[0])
+    return [out[b * k:(b + 1) * k] for b in range(len(prompt_ids))]
