@@ -38,6 +38,13 @@ def _in_range(ids, mask, size):
     return inside if mask is None else inside & jnp.asarray(mask, bool)
 
 
+def _segments(ids, mask, size):
+    """(valid [N] bool, ids with padding moved to `size` where segment sums drop it, count [size] f32)."""
+    valid = _in_range(ids, mask, size)
+    ids = jnp.where(valid, ids, size)
+    return valid, ids, jax.ops.segment_sum(valid.astype(_F32), ids, size)
+
+
 def _read(values, ids):
     """values[ids], 0 where an id lies outside [0, len(values)) (padding; −1 does not wrap around)."""
     inside = (ids >= 0) & (ids < values.shape[0])
@@ -60,10 +67,8 @@ def segment_moments(x, segments, mask=None, *, num_segments, ddof=1):
     with m_g = 0 for an empty segment and s_g = 0 where n_g ≤ ddof. Two passes (mean, then squared
     deviations), not E[x²] − m², so a large common offset does not cancel digits away.
     """
-    valid = _in_range(segments, mask, num_segments)
-    ids = jnp.where(valid, segments, num_segments)  # out of range: dropped by segment_sum
+    valid, ids, count = _segments(segments, mask, num_segments)
     x = jnp.where(valid, x.astype(_F32), 0.0)
-    count = jax.ops.segment_sum(valid.astype(_F32), ids, num_segments)
     mean = _safe_divide(jax.ops.segment_sum(x, ids, num_segments), count)
     deviation = jnp.where(valid, x - _read(mean, ids), 0.0)
     square_sum = jax.ops.segment_sum(deviation**2, ids, num_segments)
@@ -111,12 +116,10 @@ def degenerate_groups(rewards, groups, mask=None, *, num_groups):
     Such a group gives every member a zero advantage: it costs compute and teaches nothing. A
     singleton group is degenerate. Empty groups are not.
     """
-    valid = _in_range(groups, mask, num_groups)
-    ids = jnp.where(valid, groups, num_groups)
+    valid, ids, count = _segments(groups, mask, num_groups)
     r = rewards.astype(_F32)
     high = jax.ops.segment_max(jnp.where(valid, r, -jnp.inf), ids, num_groups)
     low = jax.ops.segment_min(jnp.where(valid, r, jnp.inf), ids, num_groups)
-    count = jax.ops.segment_sum(valid.astype(jnp.int32), ids, num_groups)
     return (count > 0) & (high == low)
 
 
@@ -126,11 +129,10 @@ def signal_share(rewards, groups, mask=None, *, num_groups):
     0 when there is no group at all. Log it every step: a falling share means the task distribution
     has become too easy or too hard for the comparison to carry signal.
     """
-    valid = _in_range(groups, mask, num_groups)
-    ids = jnp.where(valid, groups, num_groups)
-    non_empty = jax.ops.segment_sum(valid.astype(_F32), ids, num_groups) > 0
-    degenerate = degenerate_groups(rewards, groups, valid, num_groups=num_groups)
-    return _safe_divide(jnp.sum(non_empty & ~degenerate, dtype=_F32), jnp.sum(non_empty, dtype=_F32))
+    _, _, count = _segments(groups, mask, num_groups)
+    degenerate = degenerate_groups(rewards, groups, mask, num_groups=num_groups)
+    non_empty = jnp.sum(count > 0, dtype=_F32)
+    return _safe_divide(non_empty - jnp.sum(degenerate, dtype=_F32), non_empty)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -274,20 +276,17 @@ def _rae_sequential(r, keys, valid, b, decay):
 
 
 def _rae_batched(r, keys, valid, b, decay):
-    """The scan's final state in closed form: after n updates with R_1..R_n (in order),
-    b_n = d^n b_0 + (1 − d) Σ_j d^(n − j) R_j. The rank j of each entry within its key comes from a
-    stable sort, so the weights match the sequential order exactly."""
-    size = b.shape[0]
-    ids = jnp.where(valid, keys, size)
-    count = jax.ops.segment_sum(valid.astype(jnp.int32), ids, size)
-    order = jnp.argsort(ids, stable=True)
-    start = jnp.cumsum(count) - count  # first position of each key in sorted order
-    rank_sorted = jnp.arange(ids.shape[0]) - _read(start, ids[order])
-    rank = jnp.zeros_like(rank_sorted).at[order].set(rank_sorted)
-    later = (_read(count, ids) - 1 - rank).astype(_F32)  # updates of the same key after this one
+    """The loop's final state in closed form: after n updates with R_1..R_n in order,
+    b_n = d^n b_0 + (1 − d) Σ_j d^(n − j) R_j. The exponent n − j of an entry is the number of later
+    entries with its key, a reverse cumulative count over a one-hot [N, E] (E, the number of
+    (game, seat) pairs, is small)."""
+    one_hot = (keys[:, None] == jnp.arange(b.shape[0])) & valid[:, None]  # [N, E]
+    at_or_after = jax.lax.cumsum(one_hot.astype(jnp.int32), axis=0, reverse=True)
+    later = jnp.sum(jnp.where(one_hot, at_or_after - 1, 0), axis=-1).astype(_F32)
     weighted = jnp.where(valid, (1.0 - decay) * decay**later * r, 0.0)
-    new_b = decay ** count.astype(_F32) * b + jax.ops.segment_sum(weighted, ids, size)
-    return jnp.where(valid, r - _read(b, ids), 0.0), new_b
+    count = jnp.sum(one_hot, axis=0, dtype=_F32)
+    new_b = decay**count * b + jnp.sum(jnp.where(one_hot, weighted[:, None], 0.0), axis=0)
+    return jnp.where(valid, r - _read(b, keys), 0.0), new_b
 
 
 def rae_advantages(rewards, keys, baselines, mask=None, *, decay=0.95, sequential=True):
@@ -397,9 +396,7 @@ def cluster_entropy(cluster_ids, mask=None, *, num_clusters=None):
     is its own cluster and 0 when all share one (or B ≤ 1).
     """
     num_clusters = cluster_ids.shape[0] if num_clusters is None else num_clusters
-    valid = _in_range(cluster_ids, mask, num_clusters)
-    sizes = jax.ops.segment_sum(valid.astype(_F32), jnp.where(valid, cluster_ids, num_clusters),
-                                num_clusters)
+    _, _, sizes = _segments(cluster_ids, mask, num_clusters)
     total = jnp.sum(sizes)
     share = _safe_divide(sizes, total)
     entropy = -jnp.sum(jnp.where(share > 0, share * jnp.log(jnp.where(share > 0, share, 1.0)), 0.0))

@@ -200,20 +200,24 @@ def test_rae_masked_entries_get_no_advantage_and_no_update():
         close(b, b_ref)
 
 
+RAE_JIT = jax.jit(adv.rae_advantages, static_argnames=("sequential",))
+
+
 @given(n=st.integers(1, 40), keys=st.integers(1, 5), decay=st.floats(0.5, 0.999),
        seed=st.integers(0, 2**31 - 1))
 @settings(max_examples=30, deadline=None)
 def test_rae_batched_state_equals_sequential_state(n, keys, decay, seed):
+    # fixed shapes (40 rollouts, 5 baselines) with n real rollouts over `keys` baselines: one compile
     rng = np.random.default_rng(seed)
-    r = jnp.asarray(rng.normal(size=n), jnp.float32)
-    k = jnp.asarray(rng.integers(-1, keys, n))
-    b0 = jnp.asarray(rng.normal(size=keys), jnp.float32)
-    mask = jnp.asarray(rng.uniform(size=n) < 0.8)
-    _, b_seq = adv.rae_advantages(r, k, b0, mask, decay=decay, sequential=True)
-    a_bat, b_bat = adv.rae_advantages(r, k, b0, mask, decay=decay, sequential=False)
+    r = jnp.asarray(rng.normal(size=40), jnp.float32)
+    k = jnp.asarray(np.where(np.arange(40) < n, rng.integers(-1, keys, 40), 7))
+    b0 = jnp.asarray(rng.normal(size=5), jnp.float32)
+    mask = jnp.asarray(rng.uniform(size=40) < 0.8)
+    _, b_seq = RAE_JIT(r, k, b0, mask, decay=decay, sequential=True)
+    a_bat, b_bat = RAE_JIT(r, k, b0, mask, decay=decay, sequential=False)
     close(b_bat, b_seq, atol=1e-5)
-    valid = np.asarray(mask) & (np.asarray(k) >= 0)
-    expected = np.where(valid, np.asarray(r) - np.asarray(b0)[np.maximum(np.asarray(k), 0)], 0)
+    valid = np.asarray(mask) & (np.asarray(k) >= 0) & (np.asarray(k) < 5)
+    expected = np.where(valid, np.asarray(r) - np.asarray(b0)[np.clip(np.asarray(k), 0, 4)], 0)
     close(a_bat, expected, atol=1e-6)
 
 
@@ -376,19 +380,30 @@ def test_segment_moments():
 
 # Properties
 
-groups_and_rewards = st.integers(1, 6).flatmap(lambda g: st.tuples(
+GROUP_ADVANTAGES_JIT = jax.jit(adv.group_advantages, static_argnames=("num_groups", "mode"))
+MAX_GROUPS, MAX_ROLLOUTS = 6, 40
+
+# (number of groups, [(group id or −1, reward)]), padded to fixed shapes below: few compiles
+groups_and_rewards = st.integers(1, MAX_GROUPS).flatmap(lambda g: st.tuples(
     st.just(g),
     st.lists(st.tuples(st.integers(-1, g - 1), st.sampled_from([0.0, 1.0, 0.5, -2.0, 3.25])),
-             min_size=1, max_size=40)))
+             min_size=1, max_size=MAX_ROLLOUTS)))
+
+
+def padded(pairs):
+    g = np.full(MAX_ROLLOUTS, -1)
+    r = np.zeros(MAX_ROLLOUTS, np.float32)
+    g[:len(pairs)] = [p[0] for p in pairs]
+    r[:len(pairs)] = [p[1] for p in pairs]
+    return jnp.asarray(g), jnp.asarray(r)
 
 
 @given(data=groups_and_rewards, mode=st.sampled_from(sorted(adv.GROUP_ADVANTAGES)))
 @settings(max_examples=60, deadline=None)
 def test_advantages_sum_to_zero_within_every_group(data, mode):
     num_groups, pairs = data
-    g = jnp.array([p[0] for p in pairs])
-    r = jnp.array([p[1] for p in pairs], jnp.float32)
-    a = np.asarray(adv.group_advantages(r, g, num_groups=num_groups, mode=mode))
+    g, r = padded(pairs)
+    a = np.asarray(GROUP_ADVANTAGES_JIT(r, g, num_groups=MAX_GROUPS, mode=mode))
     for group in range(num_groups):
         members = np.asarray(g) == group
         assert abs(a[members].sum()) < 1e-4 * max(1, members.sum()), (group, a[members])
@@ -399,16 +414,15 @@ def test_advantages_sum_to_zero_within_every_group(data, mode):
        seed=st.integers(0, 2**31 - 1))
 @settings(max_examples=40, deadline=None)
 def test_permuting_rollouts_permutes_advantages(data, mode, seed):
-    num_groups, pairs = data
-    g = jnp.array([p[0] for p in pairs])
-    r = jnp.array([p[1] for p in pairs], jnp.float32)
-    perm = np.random.default_rng(seed).permutation(len(pairs))
-    a = adv.group_advantages(r, g, num_groups=num_groups, mode=mode)
-    a_perm = adv.group_advantages(r[perm], g[perm], num_groups=num_groups, mode=mode)
+    _, pairs = data
+    g, r = padded(pairs)
+    perm = np.random.default_rng(seed).permutation(MAX_ROLLOUTS)
+    a = GROUP_ADVANTAGES_JIT(r, g, num_groups=MAX_GROUPS, mode=mode)
+    a_perm = GROUP_ADVANTAGES_JIT(r[perm], g[perm], num_groups=MAX_GROUPS, mode=mode)
     close(a_perm, np.asarray(a)[perm], atol=1e-5)
-    b0 = jnp.linspace(-1, 1, num_groups)
-    a_rae, _ = adv.rae_advantages(r, g, b0, sequential=False)
-    a_rae_perm, _ = adv.rae_advantages(r[perm], g[perm], b0, sequential=False)
+    b0 = jnp.linspace(-1, 1, MAX_GROUPS)
+    a_rae, _ = RAE_JIT(r, g, b0, sequential=False)
+    a_rae_perm, _ = RAE_JIT(r[perm], g[perm], b0, sequential=False)
     close(a_rae_perm, np.asarray(a_rae)[perm])
 
 
@@ -424,12 +438,15 @@ def first_seen_majority(row):
     return label, counts[label]
 
 
-@given(rows=st.lists(st.lists(st.integers(-1, 3), min_size=6, max_size=6), min_size=1, max_size=8))
+VOTE_JIT = jax.jit(adv.majority_vote, static_argnames=("denominator",))
+
+
+@given(rows=st.lists(st.lists(st.integers(-1, 3), min_size=6, max_size=6), min_size=8, max_size=8))
 @settings(max_examples=60, deadline=None)
 def test_majority_vote_ignores_missing_answers_and_breaks_ties_first_seen(rows):
     ids = jnp.array(rows)
-    label, count, p_all = adv.majority_vote(ids)
-    _, _, p_valid = adv.majority_vote(ids, denominator="valid")
+    label, count, p_all = VOTE_JIT(ids)
+    _, _, p_valid = VOTE_JIT(ids, denominator="valid")
     for q, row in enumerate(rows):
         expected_label, expected_count = first_seen_majority(row)
         assert (int(label[q]), int(count[q])) == (expected_label, expected_count), row
