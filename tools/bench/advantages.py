@@ -1,6 +1,6 @@
 """Self-play advantages on device against the per-group Python loops of the RL frameworks.
 
-    PYTHONPATH=. python tools/bench/advantages.py [--groups 8192] [--group-size 8] [--samples 8]
+    python tools/bench/advantages.py [--groups 8192] [--group-size 8] [--samples 8]
 
 Cases, jitted (compilation timed apart as compile_s), each against the same computation written the way
 the Python frameworks write it, on the same inputs in the same process:
