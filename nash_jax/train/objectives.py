@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable
 
+import jax
 import jax.numpy as jnp
 
-from nash_jax.core import losses
+from nash_jax.core import losses, policy_gradient
 
 TOKEN_FIELDS = ("tokens", "segment_ids", "loss_mask")
 
@@ -79,7 +80,33 @@ def sft(token_logp, mask, batch):
     return loss, {"logp": sequence_sums(token_logp)}
 
 
+def pg(token_logp, mask, batch, *, clip_low, clip_high, aggregation, max_len, kl_coef=0.0):
+    """The GRPO family's clipped policy gradient on per-example advantages (core/policy_gradient.py).
+
+    behaviour_logp [N, T] holds, per response token, the log-prob of the distribution the sampler
+    actually drew from (temperature and top-p/top-k applied: the sampler's `logprobs`, not
+    `logprobs_raw`), so the ratio π_θ/π_behaviour is a true importance weight: 1 on the first epoch
+    over fresh samples when the policy samples untempered and untruncated, and the clip bounds how far
+    later epochs over the same batch move from it. `pg_kl` adds ref_logp [N, T] and the k3 penalty.
+
+    Several epochs over one batch are several calls of the step on it. With micro-batches, the loss
+    is the mean of the micro-batches' losses: exact for `seq-mean-*` and `drgrpo` (whose divisor is
+    fixed), a mean of per-micro-batch token means for `token-mean`.
+
+    Metrics: the clip fraction, the ratio, the KL, advantage statistics, and `entropy`, estimated on
+    the sampled tokens as −mean log π_θ(y_t) (unbiased for on-policy samples; no [N, T, V] logits).
+    """
+    loss, metrics = policy_gradient.pg_token_loss(
+        token_logp, batch["behaviour_logp"], batch["advantage"], mask, clip_low=clip_low,
+        clip_high=clip_high, kl_coef=kl_coef, ref_logp=batch.get("ref_logp"),
+        aggregation=aggregation, max_len=max_len)
+    entropy = -jnp.sum(jax.lax.stop_gradient(token_logp)) / jnp.maximum(jnp.sum(mask), 1)
+    return loss, {**metrics, "entropy": entropy}
+
+
 _PAIR_FIELDS = {"anchor_logp": ("N", 2)}
+_PG_FIELDS = {"behaviour_logp": ("N", "T"), "advantage": ("N",)}
+_PG_HYPERPARAMETERS = ("clip_low", "clip_high", "aggregation", "max_len")
 
 OBJECTIVES = {o.name: o for o in (
     Objective("sppo", sppo, {"anchor_logp": ("N",), "win_rate": ("N",)}, hyperparameters=("eta",)),
@@ -89,6 +116,9 @@ OBJECTIVES = {o.name: o for o in (
     Objective("ipo", partial(pair, loss_fn=losses.ipo_loss), _PAIR_FIELDS, ("N", 2, "T"), ("beta",)),
     Objective("nash_md_pg", nash_md_pg, {"ref_logp": ("N",), "pref": ("N",)}, hyperparameters=("tau",)),
     Objective("sft", sft),
+    Objective("pg", pg, _PG_FIELDS, hyperparameters=_PG_HYPERPARAMETERS),
+    Objective("pg_kl", pg, {**_PG_FIELDS, "ref_logp": ("N", "T")},
+              hyperparameters=(*_PG_HYPERPARAMETERS, "kl_coef")),
 )}
 
 

@@ -66,8 +66,11 @@ def _micro_split(batch, micro_batches):
 
 
 def _micro_join(per_example):
-    """Inverse of _micro_split for per-example outputs."""
+    """Inverse of _micro_split for per-example outputs ([M] per-micro-batch scalars stay as they are:
+    their mean is the batch's, the micro-batches being equal in size)."""
     def join(x):
+        if x.ndim == 1:
+            return x
         return x.swapaxes(0, 1).reshape(x.shape[0] * x.shape[1], *x.shape[2:])
     return jax.tree.map(join, per_example)
 
