@@ -52,7 +52,7 @@ def _run(args):
     resuming = (Path(config.run_dir) / "config.yaml").is_file()
     print(f"{'resuming' if resuming else 'run directory:'} {config.run_dir}", file=sys.stderr)
     report = recipes.run(config)
-    _print_report_summary(report, config.run_dir)
+    _print_report_summary(config, report, config.run_dir)
 
 
 def _report(args):
@@ -69,17 +69,14 @@ def _report(args):
     if config.run_dir and Path(config.run_dir).resolve() != run_dir.resolve():
         import dataclasses
         config = dataclasses.replace(config, run_dir=str(run_dir))  # the directory was moved
-    _print_report_summary(recipes.run(config), run_dir)
+    _print_report_summary(config, recipes.run(config), run_dir)
 
 
-def _print_report_summary(report, run_dir):
-    print(f"final_vs_initial: {report['final_vs_initial']:.3f}")
-    for entry in report["per_iterate"]:
-        extra = (f"  exploitability {entry['exploitability']:.4f}" if "exploitability" in entry else "")
-        print(f"{entry['iterate']}: length {entry['mean_length_tokens']:.2f} tokens, KL to pi_0 "
-              f"{entry['kl_to_initial']:.3f}{extra}")
-    if report["cycles"]:
-        print("cycles: " + "; ".join(" > ".join(c) for c in report["cycles"]))
+def _print_report_summary(config, report, run_dir):
+    from nash_jax import recipes
+
+    for line in recipes.summary_lines(config, report):
+        print(line)
     print(f"report: {Path(run_dir) / 'report.md'}")
 
 

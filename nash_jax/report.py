@@ -122,6 +122,18 @@ def find_cycles(table, labels):
     return cycles
 
 
+def summary_lines(report):
+    """The lines `nash-jax run` prints for a cross-iterate report."""
+    lines = [f"final_vs_initial: {report['final_vs_initial']:.3f}"]
+    for entry in report["per_iterate"]:
+        extra = "".join(f"  {key.replace('_', ' ')} {entry[key]:.4f}" for key in exact_keys(report))
+        lines.append(f"{entry['iterate']}: length {entry['mean_length_tokens']:.2f} tokens, KL to pi_0 "
+                     f"{entry['kl_to_initial']:.3f}{extra}")
+    if report["cycles"]:
+        lines.append("cycles: " + "; ".join(" > ".join(c) for c in report["cycles"]))
+    return lines
+
+
 def loss_curve(metrics, stage, first=0, last=None):
     """{"steps", "loss"} of `stage`'s training steps in (first, last]: the part of a recipe's
     per-iteration summary that every recipe has."""

@@ -29,6 +29,8 @@ class Recipe:
     section: str | None = None  # the recipe's own config section
     section_type: type | None = None  # its dataclass
     check: Callable | None = None  # check(config): relations between fields, before anything starts
+    summary: Callable | None = None  # summary(report dict) -> lines `nash-jax run` prints at the end;
+    #                                  default: report.summary_lines (the cross-iterate win rates)
 
 
 RECIPES = {}
@@ -62,6 +64,15 @@ def resolve_run_dir(config, root="runs"):
             return candidate
     return dataclasses.replace(config, run_dir=str(Path(root) / f"{config.name}-"
                                                    f"{time.strftime('%Y%m%d-%H%M%S')}"))
+
+
+def summary_lines(config, report):
+    """What `nash-jax run` prints when the recipe `config` names has finished with `report`."""
+    recipe = get(config.recipe)
+    if recipe.summary is not None:
+        return recipe.summary(report)
+    from nash_jax.report import summary_lines as default
+    return default(report)
 
 
 def run(config):
