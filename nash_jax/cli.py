@@ -2,6 +2,9 @@
 
 import argparse
 import json
+import math
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -105,9 +108,12 @@ def read_judge_requests(path):
 
 
 def _positive_float(text):
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number; got {text}")
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number; got {text}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a positive finite number; got {text}")
     return value
 
 
@@ -189,13 +195,39 @@ def build_parser():
 
 
 def main(argv=None):
+    """Run a subcommand; known failures become one line on stderr and a non-zero exit status."""
     args = build_parser().parse_args(argv)
+    _stop_safely_on_signals()
     try:
         args.handler(args)
     except (ValueError, FileNotFoundError) as err:
         print(f"nash-jax {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `nash-jax game --json | head`: the reader left; nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as err:  # a full disk, a read-only or missing directory, a permission
+        where = f" ({err.filename})" if err.filename else ""
+        print(f"nash-jax {args.command}: error: {err.strerror or err}{where}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as err:  # also runs.Interrupted
+        from nash_jax.runs import Interrupted
+        said = f" {err}" if isinstance(err, Interrupted) else ""
+        resume = (" Rerun the same command to resume." if args.command in ("run", "report") else "")
+        print(f"nash-jax {args.command}: interrupted.{said}{resume}", file=sys.stderr)
+        return 130
     return 0
+
+
+def _stop_safely_on_signals():
+    """SIGINT and SIGTERM: a training loop stops after its step with a checkpoint; elsewhere at once
+    (every stage writes whole files or none)."""
+    def stop(signum, frame):
+        from nash_jax.runs import request_stop
+        request_stop()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The parts a run config names, built: the mesh, the initial policy and its tokenizer, the judge, the
 prompt splits. Recipes and the report build what they need from here; none of it knows a recipe."""
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -9,6 +10,26 @@ from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.models import hf
 from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.tasks import synthetic
+
+
+def check_paths(config):
+    """Every local path the config names, checked before anything starts (FileNotFoundError naming
+    the key, the path and what was expected there)."""
+    if config.model.path != BUILTIN_SYNTHETIC and not (Path(config.model.path) / "config.json").is_file():
+        raise FileNotFoundError(f"model.path={config.model.path}: no config.json there; expected a local "
+                                "Hugging Face model directory (config.json + safetensors)")
+    if config.model.tokenizer and not Path(config.model.tokenizer).exists():
+        raise FileNotFoundError(f"model.tokenizer={config.model.tokenizer}: does not exist; expected a "
+                                "local tokenizer directory")
+    if config.data.path != BUILTIN_SYNTHETIC and not Path(config.data.path).exists():
+        raise FileNotFoundError(f"data.path={config.data.path}: does not exist; expected a local prompt "
+                                "file or directory")
+    for key, judge in (("judge", config.judge), ("eval.second_judge", config.eval.second_judge)):
+        if judge is not None and judge.kind != "synthetic" and (
+                judge.path is None or not Path(judge.path).exists()):
+            raise FileNotFoundError(f"{key}.path={judge.path}: does not exist; the {judge.kind} judge "
+                                    "needs a local "
+                                    + ("PairRM directory" if judge.kind == "pairrm" else "file"))
 
 
 def make_mesh(config, batch_sizes):
@@ -116,6 +137,8 @@ def prompt_splits(config, run, blocks=1):
                                                             for p in texts))
         parallel.barrier("synthetic prompts")
     texts = data.load_prompt_texts(path, config.data.prompt_column, config.data.split)
+    digest = hashlib.sha256(json.dumps(texts).encode()).hexdigest()
+    run.check_fingerprint("prompts", digest, source=f"data.path={path}")
     return data.split_prompts(texts, iterations=blocks, eval_prompts=config.eval.prompts,
                               per_iteration=config.data.prompts_per_iteration,
                               shuffle=config.data.shuffle, seed=config.seed)

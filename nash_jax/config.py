@@ -8,6 +8,7 @@ values). Errors name the file, the dotted key, what was given and what was expec
 import dataclasses
 import functools
 import importlib
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -16,9 +17,48 @@ from typing import Literal
 
 import yaml
 
+from nash_jax.yaml_files import safe_load_unique
+
 from nash_jax.train.optim import OPTIMIZERS, SCHEDULES
 
 BUILTIN_SYNTHETIC = "builtin:synthetic"  # model/data path of the shipped synthetic task
+
+
+@dataclass(frozen=True)
+class Range:
+    """A numeric field's domain: low ≤ value ≤ high (an end open where said), or one of `also`.
+
+    A section lists its fields' domains in a `DOMAINS` class attribute; `build` checks them, and every
+    float is checked to be finite whatever its domain."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    also: tuple = ()
+
+    def contains(self, value):
+        if value in self.also:
+            return True
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return not (self.high is not None and (value >= self.high if self.high_open else value > self.high))
+
+    def __str__(self):
+        if self.low is not None and self.high is not None:
+            text = (f"a value in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}"
+                    f"{')' if self.high_open else ']'}")
+        elif self.low is not None:
+            text = f"a value {'>' if self.low_open else '≥'} {self.low:g}"
+        else:
+            text = f"a value {'<' if self.high_open else '≤'} {self.high:g}"
+        return text + "".join(f" or {v}" for v in self.also)
+
+
+AT_LEAST_1 = Range(1)
+POSITIVE = Range(0, low_open=True)
+NON_NEGATIVE = Range(0)
+PROBABILITY = Range(0, 1)
 
 
 @dataclass(frozen=True)
@@ -34,15 +74,24 @@ class ModelConfig:
 class WarmStartConfig:
     """The supervised fit that makes the synthetic task's initial policy π_0 (ignored for HF models)."""
 
+    DOMAINS = {"steps": AT_LEAST_1, "batch_size": AT_LEAST_1, "learning_rate": POSITIVE,
+               "hidden_size": Range(4), "num_layers": AT_LEAST_1}
     steps: int = 150
     batch_size: int = 32
     learning_rate: float = 3e-3
-    hidden_size: int = 64
+    hidden_size: int = 64  # four heads of hidden_size / 4
     num_layers: int = 2
+
+    def __post_init__(self):
+        if self.hidden_size % 4:
+            raise ValueError(f"warm_start.hidden_size={self.hidden_size}; expected a multiple of 4 "
+                             "(four attention heads)")
 
 
 @dataclass(frozen=True)
 class DataConfig:
+    DOMAINS = {"prompts_per_iteration": AT_LEAST_1, "max_prompt_tokens": AT_LEAST_1,
+               "synthetic_prompts": AT_LEAST_1}
     path: str = BUILTIN_SYNTHETIC  # jsonl / json / parquet / arrow file, a directory of them, or a
     #                                datasets.save_to_disk directory
     prompt_column: str = "prompt"
@@ -57,16 +106,20 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class SamplingConfig:
+    DOMAINS = {"num_samples": AT_LEAST_1, "max_new_tokens": AT_LEAST_1, "temperature": NON_NEGATIVE,
+               "top_p": Range(0, 1, low_open=True), "top_k": NON_NEGATIVE,
+               "prompts_per_batch": AT_LEAST_1}
     num_samples: int = 5  # K
     max_new_tokens: int = 512
     temperature: float = 1.0
     top_p: float = 1.0
-    top_k: int = 0
+    top_k: int = 0  # 0: no top-k truncation
     prompts_per_batch: int = 64  # prompts per generate call
 
 
 @dataclass(frozen=True)
 class JudgeConfig:
+    DOMAINS = {"batch_size": AT_LEAST_1, "prompts_per_call": AT_LEAST_1}
     kind: Literal["pairrm", "synthetic", "file"] = "synthetic"
     path: str | None = None  # PairRM directory or preference file
     mode: Literal["pairwise", "blender"] = "pairwise"  # PairRM only
@@ -76,12 +129,14 @@ class JudgeConfig:
 
 @dataclass(frozen=True)
 class OptimConfig:
+    DOMAINS = {"learning_rate": POSITIVE, "warmup_ratio": Range(0, 1, high_open=True),
+               "weight_decay": NON_NEGATIVE, "clip_norm": POSITIVE}
     name: str = "rmsprop"
     learning_rate: float = 5e-7
     schedule: str = "linear"
     warmup_ratio: float = 0.1
     weight_decay: float = 0.0
-    clip_norm: float | None = 1.0
+    clip_norm: float | None = 1.0  # global-norm clipping; null for none
 
     def __post_init__(self):
         _check_choice("train.optimizer.name", self.name, OPTIMIZERS)
@@ -90,15 +145,21 @@ class OptimConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
+    DOMAINS = {"batch_size": AT_LEAST_1, "micro_batches": AT_LEAST_1, "epochs": AT_LEAST_1,
+               "checkpoint_every": AT_LEAST_1, "max_skipped_fraction": PROBABILITY}
     batch_size: int = 64  # examples per step (global)
     micro_batches: int = 1
     epochs: int = 1
     checkpoint_every: int = 50  # steps
+    # a training stage stops with an error once more than this share of its steps were skipped as
+    # non-finite (loss, gradient or parameters)
+    max_skipped_fraction: float = 0.1
     optimizer: OptimConfig = field(default_factory=OptimConfig)
 
 
 @dataclass(frozen=True)
 class MeshConfig:
+    DOMAINS = {"data": AT_LEAST_1, "fsdp": Range(1, also=(-1,)), "tensor": AT_LEAST_1}
     data: int = 1
     fsdp: int = -1  # -1: all the devices left
     tensor: int = 1
@@ -106,6 +167,7 @@ class MeshConfig:
 
 @dataclass(frozen=True)
 class EvalConfig:
+    DOMAINS = {"prompts": AT_LEAST_1, "samples_per_prompt": AT_LEAST_1, "max_new_tokens": AT_LEAST_1}
     prompts: int = 64  # held-out prompts, never trained on
     samples_per_prompt: int = 4
     max_new_tokens: int | None = None  # default: sampling.max_new_tokens
@@ -117,6 +179,7 @@ class RunConfig:
     """The sections every recipe shares. The type that configs are built as (`run_config_type()`)
     adds one section per registered recipe that has one (`sppo`, `nash_md`, ...)."""
 
+    DOMAINS = {"seed": Range(0, 2**31 - 1)}
     name: str = "run"
     recipe: str = ""  # a registered recipe's name (required)
     imports: list[str] = field(default_factory=list)  # modules to import first (recipes of your own)
@@ -186,14 +249,6 @@ def run_config_type():
         bases=(RunConfig,), frozen=True)
 
 
-# Fields that must be positive (≥ 1 for integers, > 0 for floats), by dotted key suffix.
-POSITIVE = {"steps", "batch_size", "hidden_size", "num_layers", "synthetic_prompts", "num_samples",
-            "max_new_tokens", "prompts_per_batch", "prompts_per_call", "micro_batches", "epochs",
-            "checkpoint_every", "iterations", "prompts_per_step", "eval_every", "snapshots", "samples_per_prompt",
-            "max_prompt_tokens", "prompts_per_iteration", "refresh_every", "eta"}
-UNIT_INTERVAL = {"top_p", "mixture_beta", "warmup_ratio"}
-
-
 def _check_choice(key, value, allowed):
     if value not in allowed:
         raise ValueError(f"{key}={value!r}; expected one of {list(allowed)}")
@@ -244,14 +299,17 @@ def _convert(value, hint, key):
                 pass
         raise ValueError(f"{key}={value!r}; expected an integer")
     if hint is float:
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML reads 1e-3 (no dot) as a string
+            number = float(value)
+        elif isinstance(value, str):  # YAML reads 1e-3 (no dot) as a string
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
-        raise ValueError(f"{key}={value!r}; expected a number")
+        if number is None or not math.isfinite(number):
+            raise ValueError(f"{key}={value!r}; expected a finite number")
+        return number
     if hint is str:
         if isinstance(value, str):
             return value
@@ -271,20 +329,17 @@ def build(cls, values, prefix=""):
     for name, value in values.items():
         key = f"{prefix}.{name}" if prefix else name
         value = _convert(value, hints[name], key)
-        _check_range(key, name, value)
+        _check_domain(cls, key, name, value)
         kwargs[name] = value
     return cls(**kwargs)
 
 
-def _check_range(key, name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+def _check_domain(cls, key, name, value):
+    domain = getattr(cls, "DOMAINS", {}).get(name)
+    if domain is None or value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return
-    if name in POSITIVE and not value > 0:
-        raise ValueError(f"{key}={value!r}; expected a positive number")
-    if name in UNIT_INTERVAL and not 0.0 <= value <= 1.0:
-        raise ValueError(f"{key}={value!r}; expected a value in [0, 1]")
-    if name in ("temperature", "learning_rate", "weight_decay", "tau", "beta") and value < 0:
-        raise ValueError(f"{key}={value!r}; expected a value ≥ 0")
+    if not domain.contains(value):
+        raise ValueError(f"{key}={value!r}; expected {domain}")
 
 
 def parse_override(text):
@@ -325,12 +380,13 @@ def read_yaml(path):
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
     try:
-        values = yaml.safe_load(path.read_text()) or {}
+        values = safe_load_unique(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise ValueError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(values, dict):
         raise ValueError(f"{path}: expected a mapping of config sections at the top level")
     return values
+
 
 
 def load_config(path, overrides=()):

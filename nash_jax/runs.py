@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 import zlib
@@ -39,10 +40,17 @@ def write_atomically(path, write):
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a plain open() follows the umask
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_text_atomically(path, text):
@@ -57,12 +65,25 @@ def write_dir_atomically(path, write):
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
         write(tmp)
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def remove_stale_temporaries(root):
+    """Delete the `.NAME.*.tmp` files and directories that interrupted writes left under `root`;
+    returns how many. Call only while holding the run directory's lock (no writer is live)."""
+    stale = [p for p in Path(root).rglob(".*.tmp") if p.name.startswith(".")]
+    for p in sorted(stale, key=lambda p: len(p.parts)):
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.exists():
+            p.unlink(missing_ok=True)
+    return len(stale)
 
 
 def file_digest(path):
@@ -142,6 +163,35 @@ def progress(total, desc, unit):
                 disable=None)
 
 
+class Interrupted(KeyboardInterrupt):
+    """A run stopped on request (SIGINT, SIGTERM) at a safe point; rerunning resumes it."""
+
+
+_stop = {"requested": False, "loop_depth": 0}
+
+
+def request_stop():
+    """Ask the running training loop to stop after its current step, with a checkpoint. Outside a
+    training loop (or on a second request) stop at once: stages write whole files or none."""
+    if _stop["requested"] or not _stop["loop_depth"]:
+        raise KeyboardInterrupt
+    _stop["requested"] = True
+
+
+def stop_requested():
+    return _stop["requested"]
+
+
+class training_loop_running:
+    """Context: a loop that checks stop_requested() after each step is running."""
+
+    def __enter__(self):
+        _stop["loop_depth"] += 1
+
+    def __exit__(self, *exc):
+        _stop["loop_depth"] -= 1
+
+
 def crash_point(point):
     """Kill this process with SIGKILL when $NASH_JAX_CRASH_AT names `point` (tests of resumption)."""
     want = os.environ.get(CRASH_ENV)
@@ -154,11 +204,89 @@ class RunDir:
 
     def __init__(self, path):
         self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise ValueError(f"run directory {self.path} is a file; expected a directory (or a path "
+                             "that does not exist yet)")
         self.manifest_path = self.path / "manifest.json"
-        self.manifest = (json.loads(self.manifest_path.read_text())
-                         if self.manifest_path.is_file() else {"stages": {}})
+        self.manifest = {"stages": {}}
+        if self.manifest_path.is_file():
+            try:
+                self.manifest = json.loads(self.manifest_path.read_text())
+                assert isinstance(self.manifest.get("stages"), dict)
+            except (json.JSONDecodeError, AssertionError, AttributeError):
+                raise ValueError(f"{self.manifest_path} is not a manifest this program wrote (not JSON "
+                                 "with a `stages` mapping); restore it, or start a new run_dir") from None
         self._tensorboard = None
+        self._lock_file = None
         self._last_finish = time.perf_counter()
+
+    def acquire(self):
+        """Hold RUN_DIR/.lock for this process (one writer at a time), then clean up what a killed
+        writer left. A lock whose process has died is released by the OS, so it never goes stale."""
+        import fcntl
+
+        from nash_jax.parallel import is_writer
+        if not is_writer() or self._lock_file is not None:
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path / ".lock", "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise ValueError(f"run directory {self.path} is in use by {holder}; wait for it to finish, "
+                             "or choose another run_dir=PATH") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"process {os.getpid()} on {os.uname().nodename} since "
+                     f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+        handle.flush()
+        self._lock_file = handle
+        removed = remove_stale_temporaries(self.path)
+        if removed:
+            print(f"removed {removed} temporary file(s) left by an interrupted write in {self.path}",
+                  file=sys.stderr)
+
+    def started(self):
+        """Whether any work of this run survives: a finished stage or a checkpoint."""
+        return bool(self.manifest["stages"]) or any(self.path.glob("**/checkpoints/*"))
+
+    def verify(self):
+        """Check every recorded stage's files. A stage whose files are missing or changed, and every
+        stage recorded after it, are dropped from the manifest so that they are redone; returns the
+        dropped stage names (and says so on stderr)."""
+        names = list(self.manifest["stages"])
+        damaged = next((i for i, name in enumerate(names) if not self.done(name)), None)
+        if damaged is None:
+            return []
+        bad = names[damaged]
+        files = [f for f in self.manifest["stages"][bad]["files"] if not self._intact(f, bad)]
+        dropped = names[damaged:]
+        for name in dropped:
+            del self.manifest["stages"][name]
+        write_text_atomically(self.manifest_path, json.dumps(self.manifest, indent=1))
+        print(f"{self.path}: {', '.join(files) or bad} of stage {bad} is missing or changed since it "
+              f"was recorded; redoing {len(dropped)} stage(s) from {bad} on", file=sys.stderr)
+        return dropped
+
+    def _intact(self, relative, stage):
+        size, digest = self.manifest["stages"][stage]["files"][relative]
+        file = self.path / relative
+        return file.is_file() and file.stat().st_size == size and _identity(file) == digest
+
+    def check_fingerprint(self, name, digest, source):
+        """Record `digest` of input `name` (read from `source`) on the first run; refuse to resume
+        over a different one."""
+        inputs = self.manifest.setdefault("inputs", {})
+        if name in inputs and inputs[name]["digest"] != digest:
+            raise ValueError(f"{source} has changed since this run started (its {name} fingerprint "
+                             f"differs from the one in {self.manifest_path}); restore it, or start a new "
+                             "run_dir=PATH")
+        if name not in inputs:
+            inputs[name] = {"digest": digest, "source": str(source)}
+            write_text_atomically(self.manifest_path, json.dumps(self.manifest, indent=1))
 
     def __truediv__(self, relative):
         return self.path / relative
@@ -170,10 +298,19 @@ class RunDir:
         with their defaults), so that a run started before a section existed still resumes."""
         path = self.path / "config.yaml"
         text = yaml.safe_dump(config_dict, sort_keys=False)
-        if path.is_file():
-            saved = yaml.safe_load(path.read_text())
+        if path.is_file() and self.started():
+            try:
+                saved = yaml.safe_load(path.read_text())
+            except yaml.YAMLError:
+                saved = None
+            if not isinstance(saved, dict):
+                raise ValueError(f"{path} is not a config this program wrote; restore it, or start a "
+                                 "new run_dir=PATH")
             if normalise is not None:
                 saved = normalise(saved) or saved
+            # where the run directory is does not matter: a moved or copied one resumes
+            saved, config_dict = ({k: v for k, v in d.items() if k != "run_dir"}
+                                  for d in (saved, config_dict))
             if saved != config_dict:
                 diffs = sorted(_differences(saved, config_dict))
                 raise ValueError(
@@ -181,18 +318,12 @@ class RunDir:
                     + ", ".join(f"{k} ({a!r} there, {b!r} now)" for k, a, b in diffs[:8])
                     + ". Rerun with the same config to resume, or choose a new run_dir=PATH")
             return
-        write_text_atomically(path, text)
+        write_text_atomically(path, text)  # a run that never started takes the corrected config
 
     def done(self, stage):
         """Whether `stage` finished and every file it recorded is intact (size and SHA-256)."""
         record = self.manifest["stages"].get(stage)
-        if record is None:
-            return False
-        for relative, (size, digest) in record["files"].items():
-            file = self.path / relative
-            if not file.is_file() or file.stat().st_size != size or _identity(file) != digest:
-                return False
-        return True
+        return record is not None and all(self._intact(f, stage) for f in record["files"])
 
     def info(self, stage):
         return self.manifest["stages"][stage]["info"]
@@ -233,6 +364,9 @@ class RunDir:
         if self._tensorboard is not None:
             self._tensorboard.close()
             self._tensorboard = None
+        if self._lock_file is not None:
+            self._lock_file.close()  # releases the lock
+            self._lock_file = None
 
 
 def read_metrics(path):
@@ -280,18 +414,24 @@ def save_checkpoint(manager, step, trees, extra):
 
 
 def restore_checkpoint(manager, like):
-    """(step, {name: tree}, extra) of the latest checkpoint, each tree placed like like[name] (same
-    shapes, dtypes and shardings); None if there is no checkpoint."""
+    """(step, {name: tree}, extra) of the latest readable checkpoint, each tree placed like like[name]
+    (same shapes, dtypes and shardings); None if there is none. Unreadable newer ones are deleted."""
     import jax
     import orbax.checkpoint as ocp
 
-    step = manager.latest_step()
-    if step is None:
-        return None
     args = {name: ocp.args.StandardRestore(jax.tree.map(ocp.utils.to_shape_dtype_struct, _boxed(tree)))
             for name, tree in like.items()}
-    restored = manager.restore(step, args=ocp.args.Composite(extra=ocp.args.JsonRestore(), **args))
-    return step, {name: _unboxed(restored[name], like[name]) for name in like}, restored["extra"]
+    for step in sorted(manager.all_steps(), reverse=True):  # the newest that reads
+        try:
+            restored = manager.restore(step, args=ocp.args.Composite(extra=ocp.args.JsonRestore(),
+                                                                     **args))
+        except Exception as err:  # noqa: BLE001  (orbax raises many kinds for a damaged checkpoint)
+            print(f"checkpoint {manager.directory}/{step} cannot be read ({type(err).__name__}: "
+                  f"{str(err)[:200]}); deleting it and trying an older one", file=sys.stderr)
+            manager.delete(step)  # else saving this step again later would collide with it
+            continue
+        return step, {name: _unboxed(restored[name], like[name]) for name in like}, restored["extra"]
+    return None
 
 
 def _boxed(tree):

@@ -16,6 +16,7 @@ import yaml
 
 from nash_jax.core import game
 from nash_jax.runs import write_atomically
+from nash_jax.yaml_files import safe_load_unique
 
 GAME_KEYS = {"responses", "matrix", "wins", "description"}
 
@@ -32,7 +33,7 @@ def load_game(path):
     if not path.is_file():
         raise FileNotFoundError(f"game file {path} does not exist")
     try:
-        spec = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
+        spec = safe_load_unique(path.read_text())  # YAML is a superset of JSON
     except yaml.YAMLError as err:
         raise ValueError(f"{path}: not valid YAML/JSON: {err}") from None
     try:
@@ -67,10 +68,11 @@ def _matrix_from_rows(rows, k):
     if not isinstance(rows, list) or len(rows) != k or any(
             not isinstance(row, list) or len(row) != k for row in rows):
         raise ValueError(f"`matrix` must be {k} rows of {k} numbers, one per response")
-    try:
-        return np.array(rows, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError("`matrix` entries must be numbers") from None
+    for i, row in enumerate(rows):
+        for j, p in enumerate(row):
+            if isinstance(p, bool) or not isinstance(p, (int, float)):
+                raise ValueError(f"matrix[{i}][{j}]={p!r}; expected a number")
+    return np.array(rows, dtype=np.float64)
 
 
 def _matrix_from_wins(wins, responses):
@@ -90,7 +92,7 @@ def _matrix_from_wins(wins, responses):
         i, j = index[winner], index[loser]
         if i == j:
             raise ValueError(f"wins[{n}] compares {winner!r} with itself")
-        if not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
             raise ValueError(f"wins[{n}] has p={p!r}; expected a probability in [0, 1]")
         if not np.isnan(pref[i, j]):
             raise ValueError(f"wins[{n}] gives the pair ({winner!r}, {loser!r}) a second time")

@@ -94,4 +94,4 @@ def test_missing_file_and_bad_flags_are_errors(tmp_path):
     result = run_cli("game", tmp_path / "nope.yaml")
     assert result.returncode == 2 and "does not exist" in result.stderr
     result = run_cli("game", FOUR, "--eta", "-1")
-    assert result.returncode == 2 and "expected a positive number" in result.stderr
+    assert result.returncode == 2 and "expected a positive finite number" in result.stderr

@@ -93,8 +93,8 @@ class FileJudge(PreferenceModel):
         flipped = (key[0], key[2], key[1])
         if flipped in self.table:
             return 1.0 - self.table[flipped]
-        raise KeyError(f"{self.path} has no preference for prompt {b} ({key[0][:12]}…) between "
-                       f"responses {key[1][:12]}… and {key[2][:12]}…")
+        raise ValueError(f"{self.path} has no preference for prompt {b} ({key[0][:12]}…) between "
+                         f"responses {key[1][:12]}… and {key[2][:12]}…; expected every pair judged")
 
     def _prob_matrix(self, prompts, candidates):
         # The same text ties with itself; every other pair must be in the file.

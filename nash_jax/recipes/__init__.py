@@ -17,6 +17,7 @@ from typing import Callable
 
 import yaml
 
+from nash_jax import components
 from nash_jax import config as config_lib
 from nash_jax.config import to_dict
 from nash_jax.runs import RunDir
@@ -58,12 +59,20 @@ def resolve_run_dir(config, root="runs"):
         return config
     for path in sorted(Path(root).glob(f"{config.name}-*"), reverse=True):
         candidate = dataclasses.replace(config, run_dir=str(path))
-        saved = path / "config.yaml"
-        if (saved.is_file() and config_lib.normalised(yaml.safe_load(saved.read_text()))
-                == to_dict(candidate) and not RunDir(path).done("report")):
+        if _saved_config(path) == to_dict(candidate) and not RunDir(path).done("report"):
             return candidate
     return dataclasses.replace(config, run_dir=str(Path(root) / f"{config.name}-"
                                                    f"{time.strftime('%Y%m%d-%H%M%S')}"))
+
+
+def _saved_config(path):
+    """The config saved in run directory `path`, as this version reads it, with run_dir set to `path`
+    (a moved directory still matches); None if there is none that reads."""
+    try:
+        saved = config_lib.normalised(yaml.safe_load((path / "config.yaml").read_text()))
+    except (OSError, yaml.YAMLError):
+        return None
+    return saved and {**saved, "run_dir": str(path)}
 
 
 def summary_lines(config, report):
@@ -80,10 +89,13 @@ def run(config):
     recipe = get(config.recipe)
     if recipe.check is not None:
         recipe.check(config)
+    components.check_paths(config)  # all before the config is locked into the run directory
     config = resolve_run_dir(config)
     run_dir = RunDir(config.run_dir)
-    run_dir.lock_config(to_dict(config), normalise=config_lib.normalised)
     try:
+        run_dir.acquire()
+        run_dir.lock_config(to_dict(config), normalise=config_lib.normalised)
+        run_dir.verify()
         return recipe.run(config, run_dir)
     finally:
         run_dir.close()

@@ -18,12 +18,16 @@ from nash_jax import data, runs
 from nash_jax.train import init_train_state, make_optimizer, make_step
 
 
-def train_loop(run, stage, *, state, total, work, checkpoint_every, batches=None, extra=None):
+def train_loop(run, stage, *, state, total, work, checkpoint_every, batches=None, extra=None,
+               max_skipped_fraction=0.1):
     """Run steps [start, total) of `work`, resuming from the latest checkpoint; → (state, extra).
 
     Metrics go to metrics.jsonl and TensorBoard under `stage`. A step's metrics are fetched after the
     next step is queued (building the next batch on the host overlaps the device's work), except at a
     checkpoint, whose step's metrics are written before it so that a kill right after loses none.
+    Once more than `max_skipped_fraction` of the steps were skipped as non-finite, the loop stops with
+    an error naming the step and its values. On a stop request (SIGINT, SIGTERM: runs.request_stop)
+    it saves a checkpoint after the current step and raises runs.Interrupted.
     """
     extra = dict(extra or {})
     manager = runs.checkpoint_manager(run / stage / "checkpoints", checkpoint_every)
@@ -34,38 +38,62 @@ def train_loop(run, stage, *, state, total, work, checkpoint_every, batches=None
         state, extra = trees.pop("state"), trees
         if batches is not None:
             batches.set_state(saved["data"])
-    bar = runs.progress(total, stage, "step")
-    bar.update(start)
-    pending, last = None, time.perf_counter()
-    for step in range(start, total):
-        state, extra, metrics = work(step, state, extra, next(batches) if batches is not None else None)
-        if pending is not None:
-            last = _log_step(run, stage, bar, *pending, last)
-        pending = (step + 1, metrics)
-        if (step + 1) % checkpoint_every == 0 and step + 1 < total:
-            last, pending = _log_step(run, stage, bar, *pending, last), None
-            runs.save_checkpoint(manager, step + 1, {"state": state, **extra},
-                                 {"data": batches.get_state() if batches is not None else None})
-        runs.crash_point(f"{stage}:step={step + 1}")
+    log = _StepLog(run, stage, runs.progress(total, stage, "step"), max_skipped_fraction * total)
+    log.bar.update(start)
+    pending = None
+    with runs.training_loop_running():
+        for step in range(start, total):
+            state, extra, metrics = work(step, state, extra,
+                                         next(batches) if batches is not None else None)
+            if pending is not None:
+                log(*pending)
+            pending = (step + 1, metrics)
+            stop = runs.stop_requested() and step + 1 < total
+            if stop or ((step + 1) % checkpoint_every == 0 and step + 1 < total):
+                log(*pending)
+                pending = None
+                runs.save_checkpoint(manager, step + 1, {"state": state, **extra},
+                                     {"data": batches.get_state() if batches is not None else None})
+            runs.crash_point(f"{stage}:step={step + 1}")
+            if stop:
+                manager.close()
+                raise runs.Interrupted(f"{stage}: stopped after step {step + 1} of {total}, with a "
+                                       "checkpoint")
     if pending is not None:
-        _log_step(run, stage, bar, *pending, last)
-    bar.close()
+        log(*pending)
+    log.bar.close()
     manager.close()
     return state, extra
 
 
-def _log_step(run, stage, bar, step, metrics, last):
-    """Fetch and log one step's metrics; step_s is the wall time since the previous step's arrived."""
-    metrics = jax.device_get(metrics)
-    now = time.perf_counter()
-    run.log_metrics(stage, step, {**metrics, "step_s": now - last})
-    bar.update(1)
-    bar.set_postfix(loss=f"{float(metrics['loss']):.4g}")
-    return now
+class _StepLog:
+    """Fetches and logs steps' metrics (step_s: wall time since the previous step's arrived), and
+    stops the run once too many steps were skipped as non-finite."""
+
+    def __init__(self, run, stage, bar, max_skipped):
+        self.run, self.stage, self.bar, self.max_skipped = run, stage, bar, max_skipped
+        self.skipped, self.last = 0, time.perf_counter()
+
+    def __call__(self, step, metrics):
+        metrics = jax.device_get(metrics)
+        now = time.perf_counter()
+        self.run.log_metrics(self.stage, step, {**metrics, "step_s": now - self.last})
+        self.last = now
+        self.bar.update(1)
+        self.bar.set_postfix(loss=f"{float(metrics['loss']):.4g}")
+        if metrics.get("skipped", 0.0) > 0:
+            self.skipped += 1
+            if self.skipped > self.max_skipped:
+                values = ", ".join(f"{k}={float(metrics[k]):.4g}" for k in ("loss", "grad_norm")
+                                   if k in metrics)
+                raise ValueError(f"{self.stage}: step {step} was not applied ({values}: not finite), "
+                                 f"the {self.skipped}th such step, more than train.max_skipped_fraction "
+                                 "allows; check the learning rate, the clipping and the data (a NaN "
+                                 "in anchors, rewards or judgments)")
 
 
 def fit_rows(run, stage, model, rows, *, objective, to_batch, optimizer, batch_size, epochs, seed,
-             checkpoint_every, mesh, micro_batches=1, **hyperparameters):
+             checkpoint_every, mesh, micro_batches=1, max_skipped_fraction=0.1, **hyperparameters):
     """Train `model` on fixed `rows` (shuffled by `seed`, `epochs` passes, full batches of
     to_batch(rows)) with `objective`, and return it. Offline training: SPPO's iterations, warm starts.
     """
@@ -84,7 +112,7 @@ def fit_rows(run, stage, model, rows, *, objective, to_batch, optimizer, batch_s
 
     batches = iter(data.batches(rows, batch_size, seed=seed, epochs=epochs, drop_remainder=True))
     state, _ = train_loop(run, stage, state=state, total=total, work=work, batches=batches,
-                          checkpoint_every=checkpoint_every)
+                          checkpoint_every=checkpoint_every, max_skipped_fraction=max_skipped_fraction)
     return model_def.merge(state.params)
 
 

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from nash_jax import components, data, report, runs
+from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, PROBABILITY
 from nash_jax.recipes import Recipe, register
 from nash_jax.recipes.loop import optimizer_config, train_loop
 from nash_jax.recipes.preparation import prepare
@@ -34,6 +35,9 @@ EVAL_STAGE = "nash_md_eval"  # metrics.jsonl records keep one (stage, step) each
 
 @dataclass(frozen=True)
 class NashMDConfig:
+    DOMAINS = {"steps": AT_LEAST_1, "prompts_per_step": AT_LEAST_1, "mixture_beta": PROBABILITY,
+               "tau": NON_NEGATIVE, "refresh_every": AT_LEAST_1, "snapshots": AT_LEAST_1,
+               "eval_every": AT_LEAST_1}
     steps: int = 100
     prompts_per_step: int = 16
     mixture_beta: float = 0.125  # weight of the reference μ in the opponent's geometric mixture
@@ -135,7 +139,8 @@ def train(config, run, splits, tokenizer, judge, mesh):
 
     state, _ = train_loop(run, STAGE, state=state, total=n.steps, work=work, batches=batches,
                           extra={"reference": _copy(state.params)},
-                          checkpoint_every=config.train.checkpoint_every)
+                          checkpoint_every=config.train.checkpoint_every,
+                          max_skipped_fraction=config.train.max_skipped_fraction)
     evaluate(n.steps, state.params)
 
 

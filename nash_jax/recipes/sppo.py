@@ -18,6 +18,7 @@ from typing import Literal
 import numpy as np
 
 from nash_jax import components, report, runs
+from nash_jax.config import AT_LEAST_1, POSITIVE
 from nash_jax.recipes import Recipe, register
 from nash_jax.recipes.loop import fit_rows, optimizer_config
 from nash_jax.recipes.preparation import prepare
@@ -28,6 +29,7 @@ from nash_jax.tasks import synthetic_eval
 
 @dataclass(frozen=True)
 class SPPOConfig:
+    DOMAINS = {"iterations": AT_LEAST_1, "eta": POSITIVE, "beta": POSITIVE}
     iterations: int = 3
     loss: Literal["sppo", "sppo_hard", "dpo", "ipo"] = "sppo"
     eta: float = 1000.0  # SPPO's η (the official scripts' 1/β)
@@ -176,7 +178,14 @@ def train(config, run, t, model, rows, mesh, tokenizer):
                     optimizer=optimizer_config(config, 1), batch_size=config.train.batch_size,
                     epochs=config.train.epochs, seed=runs.stage_seed(config.seed, t, "train"),
                     checkpoint_every=config.train.checkpoint_every, mesh=mesh,
-                    micro_batches=config.train.micro_batches, **hyperparameters)
+                    micro_batches=config.train.micro_batches,
+                    max_skipped_fraction=config.train.max_skipped_fraction, **hyperparameters)
 
 
-register(Recipe(name="sppo", run=run_sppo, section="sppo", section_type=SPPOConfig))
+def check(config):
+    if config.sampling.num_samples < 2:
+        raise ValueError(f"sampling.num_samples={config.sampling.num_samples}; expected ≥ 2 for SPPO "
+                         "(win rates compare each prompt's samples with each other)")
+
+
+register(Recipe(name="sppo", run=run_sppo, section="sppo", section_type=SPPOConfig, check=check))

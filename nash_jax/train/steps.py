@@ -7,8 +7,8 @@ tokens whose log-probs count. Token t is predicted from tokens < t, so position 
 
 Gradients are accumulated over `micro_batches` inside the step with `lax.scan`; micro-batch j takes the
 examples j, j + M, j + 2M, ... so that every micro-batch stays spread over all data-parallel devices. A
-step whose loss or gradient is not finite leaves parameters and optimiser state untouched and reports
-`skipped = 1`.
+step whose loss, gradient or updated parameters are not finite leaves parameters and optimiser state
+untouched and reports `skipped = 1`.
 
 Steps are cached: asking again for the same objective, hyperparameters, model architecture, optimiser
 (the same object: `make_optimizer` returns one per configuration), shardings and micro-batching returns
@@ -103,9 +103,9 @@ def loss_and_grads(loss_fn, params, batch, micro_batches=1):
 def _update(loss_fn, optimizer, schedule, micro_batches, state, batch):
     loss, per_example, grads = loss_and_grads(loss_fn, state.params, batch, micro_batches)
     grad_norm = optax.tree.norm(grads)
-    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & jnp.isfinite(optax.tree.norm(params))
 
     def keep_if_finite(new, old):
         return jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)

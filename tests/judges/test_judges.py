@@ -42,7 +42,7 @@ def test_file_judge_reads_hash_keyed_preferences_in_either_orientation(tmp_path)
             {"prompt": text_hash("q"), "a": text_hash("z"), "b": text_hash("x"), "p": 0.3}]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     judge = FileJudge(path)
-    with pytest.raises(KeyError, match="has no preference for prompt 0"):
+    with pytest.raises(ValueError, match="has no preference for prompt 0"):
         judge.prob_matrix(["q"], [["x", "y", "z"]])
     pref = judge.prob_matrix(["q"], [["x", "y"]])[0]
     assert pref[0, 1] == pytest.approx(0.8)

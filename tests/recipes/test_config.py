@@ -46,8 +46,8 @@ def test_overrides_set_nested_fields_and_parse_values(tmp_path):
     (["train.batchsize=3"], "unknown key 'train.batchsize'; expected one of ['batch_size', "),
     (["sppo.loss=kto"], "sppo.loss='kto'; expected one of ['sppo', 'sppo_hard', 'dpo', 'ipo']"),
     (["train.epochs=two"], "train.epochs='two'; expected an integer"),
-    (["train.epochs=0"], "train.epochs=0; expected a positive number"),
-    (["sampling.top_p=1.5"], "sampling.top_p=1.5; expected a value in [0, 1]"),
+    (["train.epochs=0"], "train.epochs=0; expected a value ≥ 1"),
+    (["sampling.top_p=1.5"], "sampling.top_p=1.5; expected a value in (0, 1]"),
     (["train.optimizer.name=lion"], "train.optimizer.name='lion'; expected one of"),
     (["judge=3"], "judge: expected a mapping of JudgeConfig fields"),
     (["nonsense"], "expected KEY=VALUE"),
@@ -75,10 +75,15 @@ def test_a_different_config_on_an_existing_run_dir_is_refused(tmp_path):
     run = RunDir(tmp_path / "run")
     first = to_dict(load_config(write(tmp_path, "name: a\n")))
     run.lock_config(first)
-    run.lock_config(first)  # the same config resumes
     changed = to_dict(load_config(write(tmp_path, "name: a\n"), ["sppo.eta=2"]))
+    run.lock_config(changed)  # nothing ran yet: a corrected config is taken
+    run.lock_config(first)
+    run.finish("init", [])
+    run.lock_config(first)  # the same config resumes
     with pytest.raises(ValueError, match=r"different config; it differs in sppo.eta \(1000.0 there, 2.0"):
         RunDir(tmp_path / "run").lock_config(changed)
+    moved = to_dict(load_config(write(tmp_path, "name: a\n"), ["run_dir=/elsewhere"]))
+    RunDir(tmp_path / "run").lock_config(moved)  # where the directory is does not matter
 
 
 def test_without_run_dir_the_newest_unfinished_run_of_the_same_config_resumes(tmp_path):
@@ -121,3 +126,114 @@ def test_a_run_saved_before_a_section_existed_still_resumes(tmp_path):
     run.lock_config(saved)
     run.lock_config(to_dict(config), normalise=normalised)
     assert normalised({"recipe": "nope"}) is None
+
+
+# Issue 18's findings about config values: each refused when the config is read, naming the key.
+@pytest.mark.parametrize("override, message", [
+    (["train.optimizer.clip_norm=-1"], "train.optimizer.clip_norm=-1.0; expected a value > 0"),
+    (["train.optimizer.clip_norm=0"], "train.optimizer.clip_norm=0.0; expected a value > 0"),
+    (["sppo.eta=.inf"], "sppo.eta=inf; expected a finite number"),
+    (["train.optimizer.learning_rate=.nan"], "train.optimizer.learning_rate=nan; expected a finite"),
+    (["train.optimizer.learning_rate=0"], "train.optimizer.learning_rate=0.0; expected a value > 0"),
+    (["eval.prompts=-3"], "eval.prompts=-3; expected a value ≥ 1"),
+    (["eval.prompts=0"], "eval.prompts=0; expected a value ≥ 1"),
+    (["sampling.top_p=0"], "sampling.top_p=0.0; expected a value in (0, 1]"),
+    (["sampling.top_k=-1"], "sampling.top_k=-1; expected a value ≥ 0"),
+    (["train.optimizer.warmup_ratio=1"], "train.optimizer.warmup_ratio=1.0; expected a value in [0, 1)"),
+    (["seed=-1"], "seed=-1; expected a value in [0, 2.14748e+09]"),
+    (["mesh.fsdp=0"], "mesh.fsdp=0; expected a value ≥ 1 or -1"),
+    (["warm_start.hidden_size=30"], "warm_start.hidden_size=30; expected a multiple of 4"),
+])
+def test_values_outside_their_domain_are_refused_when_the_config_is_read(tmp_path, override, message):
+    with pytest.raises(ValueError) as err:
+        load_config(write(tmp_path, "name: x\n"), override)
+    assert message in str(err.value) and "c.yaml" in str(err.value)
+
+
+def test_a_section_given_twice_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"c.yaml: not valid YAML: .*key 'sppo' appears twice"):
+        load_config(write(tmp_path, "sppo:\n  eta: 2\nsppo:\n  eta: 3\n"))
+
+
+def test_sppo_with_one_sample_per_prompt_is_refused_before_the_run_directory_is_touched(tmp_path):
+    from nash_jax import recipes
+
+    config = load_config(write(tmp_path, "name: x\n"),
+                         ["sampling.num_samples=1", f"run_dir={tmp_path / 'run'}"])
+    with pytest.raises(ValueError, match=r"sampling.num_samples=1; expected ≥ 2 for SPPO"):
+        recipes.run(config)
+    assert not (tmp_path / "run").exists()
+
+
+def test_every_path_a_run_needs_is_checked_before_its_directory_is_locked(tmp_path):
+    from nash_jax import recipes
+
+    config = load_config(write(tmp_path, "name: x\n"), [
+        f"run_dir={tmp_path / 'run'}", "eval.second_judge.kind=file",
+        f"eval.second_judge.path={tmp_path / 'nope.jsonl'}"])
+    with pytest.raises(FileNotFoundError, match=r"eval.second_judge.path=.*nope.jsonl: does not exist"):
+        recipes.run(config)
+    assert not (tmp_path / "run").exists()
+
+
+def _leaf_fields(cls, prefix=""):
+    """(dotted key, type hint, owning class, field name) of every leaf field of a config type."""
+    import dataclasses
+    import typing
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        hint, key = hints[f.name], f"{prefix}{f.name}"
+        options = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+        if dataclasses.is_dataclass(options[0]):
+            yield from _leaf_fields(options[0], key + ".")
+        else:
+            yield key, hint, cls, f.name
+
+
+def _wrong_values(hint, cls, name):
+    """Values the field must refuse: other types, and numbers outside its domain."""
+    import math
+    import typing
+    options = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+    kind = options[0]
+    wrong = [{"a": 1}, [1, [2]]] if kind is not list and typing.get_origin(kind) is not list else [3]
+    if typing.get_origin(kind) is typing.Literal:
+        return wrong + ["no-such-choice"]
+    if kind is bool:
+        return wrong + ["maybe", 2]
+    if kind is int:
+        wrong += ["x", 1.5, True]
+    if kind is float:
+        wrong += ["x", math.inf, -math.inf, math.nan, True]
+    domain = getattr(cls, "DOMAINS", {}).get(name)
+    if domain is not None and kind in (int, float):
+        if domain.low is not None:
+            wrong.append(domain.low - 1 if kind is int or not domain.low_open else domain.low)
+        if domain.high is not None:
+            wrong.append(domain.high + 1 if kind is int or domain.high_open is False else domain.high)
+    return wrong
+
+
+def test_every_config_field_refuses_wrong_values_naming_its_key(tmp_path):
+    """A property over the whole config: every leaf field, every kind of wrong value."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from nash_jax.config import run_config_type
+
+    cases = [(key, value) for key, hint, cls, name in _leaf_fields(run_config_type())
+             for value in _wrong_values(hint, cls, name) if key not in ("name", "run_dir")]
+    assert len(cases) > 100, len(cases)
+    path = write(tmp_path, "name: x\n")
+
+    @settings(max_examples=150, deadline=None, derandomize=True)
+    @given(st.sampled_from(cases))
+    def refused(case):
+        import yaml as yaml_lib
+        key, value = case
+        with pytest.raises(ValueError) as err:
+            load_config(path, [f"{key}={yaml_lib.safe_dump(value, default_flow_style=True).strip()}"
+                               .replace("\n...", "")])
+        assert key in str(err.value), (key, value, str(err.value))
+
+    refused()
