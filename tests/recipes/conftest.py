@@ -52,9 +52,9 @@ def policy_tensors(policy_dir):
     return load_file(Path(policy_dir) / "model.safetensors")
 
 
-def assert_same_parameters(dir_a, dir_b):
+def assert_same_parameters(dir_a, dir_b, atol=0.0):
     a, b = policy_tensors(dir_a), policy_tensors(dir_b)
     assert sorted(a) == sorted(b)
     for key in a:
         diff = float(np.max(np.abs(a[key] - b[key])))
-        assert diff == 0.0, f"{key}: max |Δ| = {diff}"
+        assert diff <= atol, f"{key}: max |Δ| = {diff}"
