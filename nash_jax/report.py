@@ -322,7 +322,7 @@ def table_lines(labels, rows):
 def length_sentence(report):
     """How much of final_vs_initial's gain over ½ is length, in words."""
     raw, controlled = report["final_vs_initial"], report["final_vs_initial_length_controlled"]
-    gain, part = raw - 0.5, raw - controlled
+    gain, part = raw - 0.5, round(raw - controlled, 3) + 0.0  # (+ 0.0: no "-0.000")
     text = (f"Length-controlled, the final iterate's win rate over pi_0 is {controlled:.3f} against "
             f"{raw:.3f} raw")
     if abs(gain) < 1e-3:
@@ -364,9 +364,12 @@ def markdown(report, plots):
         lines += [f"**Iterate average** ({average['label']}, of {', '.join(average['of'])}): "
                   f"P({average['label']} ≻ {final}) = {average['vs_last']:.3f} (length-controlled "
                   f"{average['vs_last_length_controlled']:.3f}); the average "
-                  + ("beats" if average["vs_last"] > 0.5 else "does not beat") + " the last iterate"
-                  + "".join(f"; {key.replace('_', ' ')} {average[key]:.4f} against {average['last_' + key]:.4f}"
-                            for key in exact if key in average) + ".", ""]
+                  + ("beats" if average["vs_last"] > 0.5 else "does not beat") + " the last iterate "
+                  "head to head" + "".join(f"; {key.replace('_', ' ')} {average[key]:.4f} against "
+                                           f"{average['last_' + key]:.4f} for {final}"
+                                           for key in exact if key in average)
+                  + ". (A less exploitable policy can still lose to one particular opponent: "
+                  "exploitability is the worst case over all of them.)", ""]
     best = report.get("best_of_n")
     if best:
         lines += [f"**Best-of-{best['n']}** ({best['label']}): P({best['label']} ≻ {final}) = "

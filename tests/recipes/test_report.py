@@ -118,6 +118,20 @@ def test_the_demo_improves_on_its_warm_start(tmp_path):
     """configs/demo.yaml as shipped: the last iterate beats π_0 under the oracle and is less exploitable."""
     report = recipes.run(load_config(CONFIGS / "demo.yaml", [f"run_dir={tmp_path / 'demo'}"]))
     exploitability = [p["exploitability"] for p in report["per_iterate"]]
-    print(f"final_vs_initial {report['final_vs_initial']:.3f}, exploitability {exploitability}")
+    average = report["average"]
+    print(f"final_vs_initial {report['final_vs_initial']:.3f} (length-controlled "
+          f"{report['final_vs_initial_length_controlled']:.3f}), exploitability {exploitability}, "
+          f"average vs last {average['vs_last']:.3f}, saturation "
+          f"{[e['mean_abs_advantage'] for e in report['per_iteration']]}")
     assert report["final_vs_initial"] > 0.55
-    assert exploitability[-1] < exploitability[0]
+    assert exploitability[-3] < exploitability[0]  # pi_3 (then the average, pi_avg)
+    # the new fields: the oracle ignores length, so controlling for it changes little
+    assert report["iterates"] == ["pi_0", "pi_1", "pi_2", "pi_3", "pi_avg"]
+    assert report["final_vs_initial_length_controlled"] == pytest.approx(report["final_vs_initial"], abs=0.03)
+    assert np.asarray(report["length_controlled_table"]).shape == (5, 5)
+    assert average["of"] == ["pi_1", "pi_2", "pi_3"] and 0 < average["vs_last"] < 1
+    assert average["exploitability"] == exploitability[-1] and average["last_exploitability"] == exploitability[3]
+    assert all(e["mean_abs_advantage"] > 0.05 for e in report["per_iteration"])  # not saturated
+    assert report["saturated_iterations"] == [] and report["second_judge"] is None
+    markdown = (tmp_path / "demo" / "report.md").read_text()
+    assert "may be judge-fitting" in markdown and "Iterate average" in markdown
