@@ -20,7 +20,7 @@ SMALL = {
     "judge": {"prompts_per_call": 16},
     "train": {"batch_size": 8, "epochs": 2, "checkpoint_every": 4},
     "sppo": {"iterations": 2},
-    "eval": {"prompts": 8, "samples_per_prompt": 2},
+    "eval": {"prompts": 8, "samples_per_prompt": 2, "average_iterates": False},
     "nash_md": {"steps": 8, "prompts_per_step": 8, "snapshots": 2, "eval_every": 4},
 }
 
