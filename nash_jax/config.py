@@ -110,7 +110,7 @@ class EvalConfig:
     samples_per_prompt: int = 4
     max_new_tokens: int | None = None  # default: sampling.max_new_tokens
     second_judge: JudgeConfig | None = None  # an independent judge for the cross-iteration table
-    average_iterates: bool = False  # add the parameter average of π_1 … π_T to the table (a row and column)
+    average_iterates: bool = False  # add the parameter average of π_1 … π_T (a row and a column)
     best_of_n: int | None = None  # add the last iterate reranked best-of-n by the training judge
     saturation_threshold: float = 0.05  # warn when an iteration's mean |P̂ − ½| falls below this
 

@@ -377,7 +377,8 @@ def markdown(report, plots):
                   f"It is reranked with the training judge ({best['judge']}), which is also the judge "
                   "of this table: judge exploitation compounds, so read it as an upper bound.", ""]
     lines += ["## Per iterate", "",
-              "| iterate | length (tokens) | length (chars) | KL to pi_0 | vs pi_0 raw | vs pi_0 length-controlled |"
+              "| iterate | length (tokens) | length (chars) | KL to pi_0 | vs pi_0 raw "
+              "| vs pi_0 length-controlled |"
               + "".join(f" {key.replace('_', ' ')} |" for key in exact),
               "|---|---|---|---|---|---|" + "---|" * len(exact)]
     for p in report["per_iterate"]:
@@ -401,7 +402,8 @@ def markdown(report, plots):
         lines += ["", f"**Warning: win rates saturated** in iteration(s) "
                   f"{', '.join(map(str, report['saturated_iterations']))}: mean |P̂ − ½| of the samples "
                   f"trained on is below {report['saturation_threshold']}, so the judge barely tells the "
-                  "samples apart and SPPO's gradient, −2η(P̂ − ½)∇log π(y), is vanishing. Try a stronger "
-                  "judge, harder prompts, or more diverse sampling (more samples, higher temperature)."]
+                  "samples apart and SPPO's gradient, −2η(P̂ − ½)∇log π(y), is vanishing. Try a "
+                  "stronger judge, harder prompts, or more diverse sampling (more samples, higher "
+                  "temperature)."]
     lines += [""] + [f"![{name}]({name})" for name in plots] + [""]
     return "\n".join(lines)

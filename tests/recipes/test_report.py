@@ -61,7 +61,8 @@ def test_demo_in_a_smaller_setting_writes_the_report(tmp_path, capsys):
         np.testing.assert_allclose(table + table.T, 1.0, atol=1e-9, err_msg=key)
     table = np.asarray(saved["win_rate_table"])
     assert saved["win_rate_table_second_judge"] == saved["win_rate_table"]  # the same oracle
-    assert saved["final_vs_initial"] == pytest.approx(table[3, 0]) == pytest.approx(report["final_vs_initial"])
+    assert (saved["final_vs_initial"] == pytest.approx(table[3, 0])
+            == pytest.approx(report["final_vs_initial"]))
     assert 0 < saved["final_vs_initial_length_controlled"] < 1
     assert [p["iterate"] for p in saved["per_iterate"]] == labels
     assert saved["per_iterate"][0]["kl_to_initial"] == pytest.approx(0.0, abs=1e-4)
@@ -130,7 +131,8 @@ def test_the_demo_improves_on_its_warm_start(tmp_path):
     assert report["final_vs_initial_length_controlled"] == pytest.approx(report["final_vs_initial"], abs=0.03)
     assert np.asarray(report["length_controlled_table"]).shape == (5, 5)
     assert average["of"] == ["pi_1", "pi_2", "pi_3"] and 0 < average["vs_last"] < 1
-    assert average["exploitability"] == exploitability[-1] and average["last_exploitability"] == exploitability[3]
+    assert average["exploitability"] == exploitability[-1]
+    assert average["last_exploitability"] == exploitability[3]
     assert all(e["mean_abs_advantage"] > 0.05 for e in report["per_iteration"])  # not saturated
     assert report["saturated_iterations"] == [] and report["second_judge"] is None
     markdown = (tmp_path / "demo" / "report.md").read_text()
