@@ -58,21 +58,81 @@ def _run(args):
     _print_report_summary(config, report, config.run_dir)
 
 
-def _report(args):
-    from nash_jax import recipes
-    from nash_jax.config import build_run_config, read_yaml
+def saved_run_config(run_dir, overrides=()):
+    """A run directory's config (config.yaml), with report-only `eval.KEY=VALUE` overrides applied and,
+    if they change it, saved back (so that the run's config lock accepts them)."""
+    from nash_jax import config as config_lib
 
-    _start_processes(args)
-    run_dir = Path(args.run_dir)
+    run_dir = Path(run_dir)
     path = run_dir / "config.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; expected a run directory (made by `nash-jax "
+                                "run`, holding config.yaml)")
+    allowed = [f"eval.{name}" for name in config_lib.REPORT_ONLY_EVAL_FIELDS]
+    for text in overrides:
+        key = text.partition("=")[0].strip()
+        if not any(key == a or key.startswith(a + ".") for a in allowed):
+            raise ValueError(f"override {text!r}: a finished run's report may change only {allowed}; "
+                             "other keys change what the run trained (start a new run_dir instead)")
+    saved = config_lib.read_yaml(path)
     try:
-        config = build_run_config(read_yaml(path))
+        config = config_lib.build_run_config(config_lib.apply_overrides(saved, overrides))
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from None
     if config.run_dir and Path(config.run_dir).resolve() != run_dir.resolve():
         import dataclasses
         config = dataclasses.replace(config, run_dir=str(run_dir))  # the directory was moved
-    _print_report_summary(config, recipes.run(config), run_dir)
+    if overrides and config_lib.normalised(saved) != config_lib.to_dict(config):
+        from nash_jax import parallel, runs
+        if parallel.is_writer():
+            runs.write_text_atomically(path, config_lib.to_yaml(config))
+        parallel.barrier("report config")
+    return config
+
+
+def _report(args, overrides=None):
+    from nash_jax import recipes
+
+    _start_processes(args)
+    config = saved_run_config(args.run_dir, args.overrides if overrides is None else overrides)
+    _print_report_summary(config, recipes.run(config), args.run_dir)
+
+
+def _rerank(args):
+    _report(args, [*args.overrides, f"eval.best_of_n={args.n}"])
+
+
+def _average(args):
+    from nash_jax import components
+    from nash_jax.iterate_averaging import average_policies
+
+    run_dir = Path(args.run_dir)
+    config = saved_run_config(run_dir)
+    report_path = run_dir / "report.json"
+    if not report_path.is_file():
+        raise FileNotFoundError(f"{report_path} does not exist; run `nash-jax report {run_dir}` first "
+                                "(the average reads the run's iterates from its report)")
+    dirs = json.loads(report_path.read_text()).get("iterate_dirs")
+    if not dirs:
+        raise ValueError(f"{report_path} lists no iterate_dirs (written by an older version); rerun "
+                         f"`nash-jax report {run_dir}`")
+    chosen = args.iterates or list(dirs)[1:]
+    paths = []
+    for name in chosen:
+        if name in dirs:
+            paths.append(dirs[name])
+        elif (Path(name) / "config.json").is_file():
+            paths.append(name)
+        else:
+            raise ValueError(f"--iterates {name}: not an iterate of {run_dir}; expected one of "
+                             f"{list(dirs)} or a model directory (config.json + safetensors)")
+    labels = [Path(n).name if n not in dirs else n for n in chosen]
+    out = Path(args.out) if args.out else run_dir / "average" / "-".join(labels)
+    mesh = components.make_mesh(config, {})
+    average_policies(paths, out, mesh=mesh, dtype=config.model.dtype,
+                     param_dtype=config.model.param_dtype,
+                     tokenizer_dir=components.tokenizer_source(config, run_dir))
+    print(f"average of {', '.join(labels)} written to {out}")
 
 
 def _print_report_summary(config, report, run_dir):
@@ -121,6 +181,13 @@ def _positive_int(text):
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer; got {text}")
+    return value
+
+
+def _at_least_two(text):
+    value = int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 2 (best of n); got {text}")
     return value
 
 
@@ -189,8 +256,34 @@ def build_parser():
                     "KL to the initial policy, and RUN_DIR/report.{json,md} with plots. Resumes the "
                     "run first if it is unfinished.")
     report.add_argument("run_dir", help="a run directory (holds config.yaml)")
+    report.add_argument("overrides", nargs="*", metavar="eval.KEY=VALUE",
+                        help="report-only settings to change: eval.average_iterates=true, "
+                             "eval.best_of_n=N, eval.second_judge.kind=..., eval.saturation_threshold=X")
     _add_process_flags(report)
     report.set_defaults(handler=_report)
+
+    rerank = commands.add_parser(
+        "rerank", help="add the last iterate reranked best-of-n by the training judge to a run's report",
+        description="Sample n responses per held-out prompt from the run's last iterate, keep the one "
+                    "with the highest win rate among them under the training judge, and evaluate it "
+                    "like an iterate (the report's eval.best_of_n). Reranking with the judge the policy "
+                    "was trained against compounds judge exploitation; the report labels it so.")
+    rerank.add_argument("run_dir", help="a run directory (holds config.yaml)")
+    rerank.add_argument("--n", type=_at_least_two, default=16, help="candidates per sample (default 16)")
+    rerank.add_argument("overrides", nargs="*", metavar="eval.KEY=VALUE", help=argparse.SUPPRESS)
+    _add_process_flags(rerank)
+    rerank.set_defaults(handler=_rerank)
+
+    average = commands.add_parser(
+        "average", help="write the parameter average of a run's iterates as a Hugging Face directory",
+        description="Average the parameters of chosen iterates of a run (labels from its report, "
+                    "default all after pi_0, or model directories) and write the result as an HF "
+                    "directory. `eval.average_iterates: true` adds the average to the report instead.")
+    average.add_argument("run_dir", help="a run directory with a report (report.json)")
+    average.add_argument("--iterates", nargs="+", metavar="LABEL",
+                         help="iterates to average: labels such as pi_1 pi_2, or model directories")
+    average.add_argument("--out", metavar="DIR", help="output directory (default RUN_DIR/average/<labels>)")
+    average.set_defaults(handler=_average)
     return parser
 
 

@@ -172,6 +172,22 @@ class EvalConfig:
     samples_per_prompt: int = 4
     max_new_tokens: int | None = None  # default: sampling.max_new_tokens
     second_judge: JudgeConfig | None = None  # an independent judge for the cross-iteration table
+    average_iterates: bool = False  # add the parameter average of π_1 … π_T (a row and a column)
+    best_of_n: int | None = None  # add the last iterate reranked best-of-n by the training judge
+    saturation_threshold: float = 0.05  # warn when an iteration's mean |P̂ − ½| falls below this
+
+    def __post_init__(self):
+        if self.best_of_n is not None and self.best_of_n < 2:
+            raise ValueError(f"eval.best_of_n={self.best_of_n}; expected an integer ≥ 2, or null for no "
+                             "reranking")
+        if not 0 <= self.saturation_threshold <= 0.5:
+            raise ValueError(f"eval.saturation_threshold={self.saturation_threshold}; expected a value "
+                             "in [0, 0.5] (a mean |P̂ − ½|)")
+
+
+# eval fields that change only the report, not what a run trains or samples for its iterates: `nash-jax
+# report RUN_DIR eval.KEY=VALUE` may change them on a finished run
+REPORT_ONLY_EVAL_FIELDS = ("second_judge", "average_iterates", "best_of_n", "saturation_threshold")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import numpy as np
 
 from nash_jax import components, report, runs
 from nash_jax.config import AT_LEAST_1, POSITIVE
+from nash_jax.core.saturation import win_rate_saturation
 from nash_jax.recipes import Recipe, register
 from nash_jax.recipes.loop import fit_rows, optimizer_config
 from nash_jax.recipes.preparation import prepare
@@ -54,8 +55,9 @@ def iterates(config, run):
 
 
 def iteration_summaries(config, run):
-    """Per iteration: the loss curve, the share of log-ratios that reached their target, and the
-    judged win rates of the winners and losers trained on."""
+    """Per iteration: the loss curve, the share of log-ratios that reached their target, the judged
+    win rates of the winners and losers trained on, and their saturation (mean |P̂ − ½| of the samples
+    trained on, share of prompts whose samples the judge cannot tell apart)."""
     metrics = runs.read_metrics(run / "metrics.jsonl")
     out = []
     for t in range(config.sppo.iterations):
@@ -65,9 +67,13 @@ def iteration_summaries(config, run):
             entry["target_reached"] = float(steps[-1]["target_reached"])
         judgments = run / f"iter_{t}" / "judgments.parquet"
         if judgments.is_file():
-            wins = np.asarray(runs.read_table(judgments)["win_rates"])
+            judged = runs.read_table(judgments)
+            wins = np.asarray(judged["win_rates"])
             entry["winner_win_rate"] = float(wins.max(axis=1).mean())
             entry["loser_win_rate"] = float(wins.min(axis=1).mean())
+            k = wins.shape[1]
+            pref = np.asarray(judged["matrix"]).reshape(len(wins), k, k)
+            entry |= win_rate_saturation(pref, trained_mask(wins, config.sppo))
         out.append(entry)
     return out
 
@@ -137,9 +143,7 @@ def build_examples(samples, win_rates, sppo):
     rows = []
     for b, prompt_ids in enumerate(samples["prompt_ids"]):
         wins = win_rates[b]
-        winner = int(np.argmax(wins))
-        others = [k for k in range(len(wins)) if k != winner] or [winner]
-        loser = min(others, key=lambda k: (wins[k], k))
+        winner, loser = winner_and_loser(wins)
         if sppo.loss != "sppo":
             rows.append({"prompt_ids": prompt_ids,
                          "chosen_ids": samples["response_ids"][b][winner],
@@ -150,6 +154,25 @@ def build_examples(samples, win_rates, sppo):
         rows.extend({"prompt_ids": prompt_ids, "response_ids": samples["response_ids"][b][k],
                      "anchor_logp": samples["logp"][b][k], "win_rate": float(wins[k])} for k in keep)
     return rows
+
+
+def winner_and_loser(wins):
+    """Indices of the highest and lowest win rate among one prompt's K (ties to the earlier sample;
+    the loser is never the winner unless K = 1)."""
+    winner = int(np.argmax(wins))
+    others = [k for k in range(len(wins)) if k != winner] or [winner]
+    return winner, min(others, key=lambda k: (wins[k], k))
+
+
+def trained_mask(win_rates, sppo):
+    """[B, K] bool: the samples that build_examples trains on."""
+    mask = np.zeros(np.shape(win_rates), bool)
+    for b, wins in enumerate(win_rates):
+        if sppo.loss == "sppo" and sppo.selection == "all":
+            mask[b] = True
+        else:
+            mask[b, list(winner_and_loser(wins))] = True
+    return mask
 
 
 def train(config, run, t, model, rows, mesh, tokenizer):

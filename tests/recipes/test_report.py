@@ -10,7 +10,7 @@ from nash_jax.cli import main
 from nash_jax.config import load_config
 from nash_jax.report import find_cycles, win_rate_table
 from nash_jax.tasks import synthetic
-from tests.recipes.conftest import CONFIGS, small_config
+from tests.recipes.conftest import CONFIGS, assert_same_parameters, small_config
 
 LABELS = ["pi_0", "pi_1", "pi_2", "pi_3"]
 
@@ -46,35 +46,94 @@ def test_win_rate_table_is_square_with_half_on_the_diagonal():
 def test_demo_in_a_smaller_setting_writes_the_report(tmp_path, capsys):
     config_path = small_config(tmp_path, sppo={"iterations": 3}, data={"synthetic_prompts": 80},
                                eval={"prompts": 8, "samples_per_prompt": 2,
-                                     "second_judge": {"kind": "synthetic"}})
+                                     "second_judge": {"kind": "synthetic"}, "average_iterates": True,
+                                     "saturation_threshold": 0.5})
     run_dir = tmp_path / "run"
     report = recipes.run(load_config(config_path, [f"run_dir={run_dir}"]))
     for name in ("report.json", "report.md", "win_rates.png", "iterates.png", "loss.png"):
         assert (run_dir / name).stat().st_size > 0, name
     saved = json.loads((run_dir / "report.json").read_text())
+    labels = ["pi_0", "pi_1", "pi_2", "pi_3", "pi_avg"]
+    assert saved["iterates"] == labels and saved["final_iterate"] == "pi_3"
+    for key in ("win_rate_table", "length_controlled_table"):
+        table = np.asarray(saved[key])
+        assert table.shape == (5, 5) and np.allclose(np.diag(table), 0.5), key
+        np.testing.assert_allclose(table + table.T, 1.0, atol=1e-9, err_msg=key)
     table = np.asarray(saved["win_rate_table"])
-    assert table.shape == (4, 4) and np.allclose(np.diag(table), 0.5)
-    np.testing.assert_allclose(table + table.T, 1.0, atol=1e-9)
     assert saved["win_rate_table_second_judge"] == saved["win_rate_table"]  # the same oracle
-    assert saved["final_vs_initial"] == pytest.approx(table[3, 0]) == pytest.approx(report["final_vs_initial"])
-    assert [p["iterate"] for p in saved["per_iterate"]] == ["pi_0", "pi_1", "pi_2", "pi_3"]
+    assert (saved["final_vs_initial"] == pytest.approx(table[3, 0])
+            == pytest.approx(report["final_vs_initial"]))
+    assert 0 < saved["final_vs_initial_length_controlled"] < 1
+    assert [p["iterate"] for p in saved["per_iterate"]] == labels
     assert saved["per_iterate"][0]["kl_to_initial"] == pytest.approx(0.0, abs=1e-4)
     assert all(len(e["loss"]) > 0 and 0 <= e["target_reached"] <= 1 for e in saved["per_iteration"])
+    # saturation per iteration; the threshold of ½ flags every iteration
+    assert all(0 <= e["mean_abs_advantage"] <= 0.5 and 0 <= e["indistinct_share"] <= 1
+               for e in saved["per_iteration"])
+    assert saved["saturated_iterations"] == [0, 1, 2]
+    # the averaged iterate: a row and a column, compared with the last iterate, cached as stages
+    assert saved["average"]["of"] == ["pi_1", "pi_2", "pi_3"]
+    assert saved["average"]["vs_last"] == pytest.approx(table[4, 3])
+    assert "exploitability" in saved["average"] and "last_exploitability" in saved["average"]
+    assert (run_dir / "eval" / "average" / "policy" / "config.json").is_file()
+    assert saved["cycles"] == find_cycles(table[:4, :4], labels[:4])
     markdown = (run_dir / "report.md").read_text()
     assert "final_vs_initial" in markdown and "![win_rates.png](win_rates.png)" in markdown
+    assert "Length-controlled win rates" in markdown and "vs pi_0 length-controlled" in markdown
+    assert "Iterate average" in markdown and "win rates saturated" in markdown
+    assert "judge-fitting" not in markdown  # a second judge was used
 
-    # `nash-jax report RUN_DIR` re-evaluates from the cached samples and prints the summary
+    # `nash-jax rerank RUN_DIR --n 2` re-evaluates from the cached samples (the average's included)
+    # and adds the last iterate reranked best-of-2 by the training judge
     (run_dir / "report.json").unlink()
-    assert main(["report", str(run_dir)]) == 0
+    manifest = json.loads((run_dir / "manifest.json").read_text())["stages"]
+    assert main(["rerank", str(run_dir), "eval.second_judge=null", "--n", "2"]) == 0
     out = capsys.readouterr().out
-    assert f"final_vs_initial: {saved['final_vs_initial']:.3f}" in out
-    assert json.loads((run_dir / "report.json").read_text())["win_rate_table"] == saved["win_rate_table"]
+    assert f"final_vs_initial: {saved['final_vs_initial']:.3f}" in out and "pi_avg vs pi_3" in out
+    reranked = json.loads((run_dir / "report.json").read_text())
+    after = json.loads((run_dir / "manifest.json").read_text())["stages"]
+    for stage in ("eval/average", "eval/samples_average", "eval/samples_3"):
+        assert after[stage]["finished_at"] == manifest[stage]["finished_at"], f"{stage} was redone"
+    assert reranked["iterates"] == labels + ["pi_3_best_of_2"]
+    assert np.allclose(np.asarray(reranked["win_rate_table"])[:5, :5], table)
+    best = reranked["best_of_n"]
+    assert best["n"] == 2 and best["uses_training_judge"] and best["of"] == "pi_3"
+    assert reranked["per_iterate"][-1]["kl_to_initial"] is None
+    markdown = (run_dir / "report.md").read_text()
+    assert "Best-of-2" in markdown and "judge exploitation compounds" in markdown
+    assert "may be judge-fitting" in markdown and "`eval.second_judge`" in markdown
+    with pytest.raises(SystemExit):
+        main(["rerank", str(run_dir), "--n", "1"])
+    assert main(["report", str(run_dir), "sppo.eta=3"]) == 2
+    assert "may change only" in capsys.readouterr().err
+
+    # `nash-jax average RUN_DIR` writes the average of chosen iterates; bad labels are named
+    assert main(["average", str(run_dir), "--iterates", "pi_3", "pi_3", "--out", str(tmp_path / "avg")]) == 0
+    assert_same_parameters(tmp_path / "avg", run_dir / "iter_2" / "policy", atol=2e-7)
+    assert main(["average", str(run_dir), "--iterates", "pi_9"]) == 2
+    assert "--iterates pi_9: not an iterate" in capsys.readouterr().err
+    assert main(["average", str(tmp_path / "nowhere")]) == 2
 
 
 def test_the_demo_improves_on_its_warm_start(tmp_path):
     """configs/demo.yaml as shipped: the last iterate beats π_0 under the oracle and is less exploitable."""
     report = recipes.run(load_config(CONFIGS / "demo.yaml", [f"run_dir={tmp_path / 'demo'}"]))
     exploitability = [p["exploitability"] for p in report["per_iterate"]]
-    print(f"final_vs_initial {report['final_vs_initial']:.3f}, exploitability {exploitability}")
+    average = report["average"]
+    print(f"final_vs_initial {report['final_vs_initial']:.3f} (length-controlled "
+          f"{report['final_vs_initial_length_controlled']:.3f}), exploitability {exploitability}, "
+          f"average vs last {average['vs_last']:.3f}, saturation "
+          f"{[e['mean_abs_advantage'] for e in report['per_iteration']]}")
     assert report["final_vs_initial"] > 0.55
-    assert exploitability[-1] < exploitability[0]
+    assert exploitability[-3] < exploitability[0]  # pi_3 (then the average, pi_avg)
+    # the new fields: the oracle ignores length, so controlling for it changes little
+    assert report["iterates"] == ["pi_0", "pi_1", "pi_2", "pi_3", "pi_avg"]
+    assert report["final_vs_initial_length_controlled"] == pytest.approx(report["final_vs_initial"], abs=0.03)
+    assert np.asarray(report["length_controlled_table"]).shape == (5, 5)
+    assert average["of"] == ["pi_1", "pi_2", "pi_3"] and 0 < average["vs_last"] < 1
+    assert average["exploitability"] == exploitability[-1]
+    assert average["last_exploitability"] == exploitability[3]
+    assert all(e["mean_abs_advantage"] > 0.05 for e in report["per_iteration"])  # not saturated
+    assert report["saturated_iterations"] == [] and report["second_judge"] is None
+    markdown = (tmp_path / "demo" / "report.md").read_text()
+    assert "may be judge-fitting" in markdown and "Iterate average" in markdown
