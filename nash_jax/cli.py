@@ -240,7 +240,7 @@ def build_parser():
     judge.set_defaults(handler=_judge)
 
     run = commands.add_parser(
-        "run", help="run (or resume) a recipe from a YAML config: iterative SPPO or online Nash-MD-PG",
+        "run", help="run (or resume) a recipe from a YAML config (sppo, nash_md, or a registered one)",
         description="Run the recipe a YAML config names, in RUN_DIR (run_dir=PATH; default "
                     "runs/<config name>-<timestamp>). Rerunning the same command on the same run "
                     "directory resumes it from the last finished stage or checkpoint.")

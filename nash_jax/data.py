@@ -29,32 +29,24 @@ def load_prompt_texts(path, column="prompt", split="train"):
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"prompt dataset {path} does not exist")
-    try:
-        if path.is_dir() and ((path / "dataset_info.json").is_file()
-                              or (path / "dataset_dict.json").is_file()):
-            ds = datasets.load_from_disk(str(path))
-            if isinstance(ds, datasets.DatasetDict):
-                if split not in ds:
-                    raise ValueError(f"{path} has splits {sorted(ds)}; data.split={split!r} is not one")
-                ds = ds[split]
-        else:
-            files = [path] if path.is_file() else sorted(
-                p for p in path.iterdir() if p.suffix in FILE_FORMATS)
-            formats = {FILE_FORMATS.get(p.suffix) for p in files}
-            if not files or None in formats or len(formats) != 1:
-                raise ValueError(f"{path}: expected a {'/'.join(FILE_FORMATS)} file, a directory of "
-                                 "one kind of them, or a save_to_disk directory")
-            empty = [p for p in files if p.stat().st_size == 0]
-            if empty:
-                raise ValueError(f"{empty[0]} is empty; expected prompts")
-            ds = datasets.load_dataset(formats.pop(), data_files=[str(p) for p in files],
-                                       split="train")
-    except ValueError:
-        raise
-    except Exception as err:  # noqa: BLE001  (datasets and pyarrow raise many kinds for a bad file)
-        cause = err.__cause__ or err
-        raise ValueError(f"{path}: cannot be read as prompts ({type(cause).__name__}: "
-                         f"{str(cause)[:300]})") from None
+    if path.is_dir() and ((path / "dataset_info.json").is_file() or (path / "dataset_dict.json").is_file()):
+        ds = _read(path, lambda: datasets.load_from_disk(str(path)))
+        if isinstance(ds, datasets.DatasetDict):
+            if split not in ds:
+                raise ValueError(f"{path} has splits {sorted(ds)}; data.split={split!r} is not one")
+            ds = ds[split]
+    else:
+        files = [path] if path.is_file() else sorted(
+            p for p in path.iterdir() if p.suffix in FILE_FORMATS)
+        formats = {FILE_FORMATS.get(p.suffix) for p in files}
+        if not files or None in formats or len(formats) != 1:
+            raise ValueError(f"{path}: expected a {'/'.join(FILE_FORMATS)} file, a directory of one "
+                             "kind of them, or a save_to_disk directory")
+        empty = [p for p in files if p.stat().st_size == 0]
+        if empty:
+            raise ValueError(f"{empty[0]} is empty; expected prompts")
+        ds = _read(path, lambda: datasets.load_dataset(
+            formats.pop(), data_files=[str(p) for p in files], split="train"))
     if len(ds) == 0:
         raise ValueError(f"{path} holds no rows; expected prompts in column {column!r}")
     if column not in ds.column_names:
@@ -65,6 +57,18 @@ def load_prompt_texts(path, column="prompt", split="train"):
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"{path}: row {i} has {column}={text!r}; expected a non-empty string")
     return list(texts)
+
+
+def _read(path, load):
+    """load(), with whatever datasets or pyarrow raise for a bad file said as one ValueError."""
+    try:
+        return load()
+    except Exception as err:  # noqa: BLE001  (many kinds, from several libraries)
+        cause = err.__cause__ or err
+        if "corresponds to no data" in str(cause):
+            raise ValueError(f"{path} holds no rows; expected prompts") from None
+        raise ValueError(f"{path}: cannot be read as prompts ({type(cause).__name__}: "
+                         f"{str(cause)[:300]})") from None
 
 
 @dataclass(frozen=True)

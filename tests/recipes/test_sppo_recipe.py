@@ -116,7 +116,7 @@ def test_a_truncated_artifact_is_never_read_as_finished(finished_run, tmp_path):
 
 @pytest.mark.parametrize("override, message", [
     ("model.path=/nowhere/model", "model.path=/nowhere/model: no config.json there; expected a local"),
-    ("data.path=/nowhere/prompts.jsonl", "prompt dataset /nowhere/prompts.jsonl does not exist"),
+    ("data.path=/nowhere/prompts.jsonl", "data.path=/nowhere/prompts.jsonl: does not exist; expected a"),
     ("judge.kind=pairrm", "judge.path=None: does not exist; the pairrm judge needs a local PairRM"),
     ("data.synthetic_prompts=9", "9 prompts: after 8 held out for evaluation, 1 are left, too few for 2"),
     ("sppo.losss=dpo", "unknown key 'sppo.losss'"),
@@ -152,3 +152,15 @@ def test_a_batch_that_does_not_divide_over_the_mesh_is_refused_before_any_work(t
     assert ("train.batch_size=12 does not split into train.micro_batches=1 micro-batches over the "
             "mesh's data × fsdp = 8 devices; expected a multiple of 8") in capsys.readouterr().err
     assert not (tmp_path / "run" / "init").exists()
+
+
+def test_a_moved_run_directory_reports_and_resumes_where_it_now_is(finished_run, tmp_path):
+    import shutil
+
+    _, run_dir, report = finished_run
+    moved = tmp_path / "elsewhere" / "run"
+    shutil.copytree(run_dir, moved)
+    (moved / "report.json").unlink()
+    assert main(["report", str(moved)]) == 0
+    again = json.loads((moved / "report.json").read_text())
+    assert again["win_rate_table"] == report["win_rate_table"] and again["run_dir"] == str(moved)
