@@ -105,6 +105,7 @@ def _rerank(args):
 def _average(args):
     from nash_jax import components
     from nash_jax.iterate_averaging import average_policies
+    from nash_jax.runs import RunDir
 
     run_dir = Path(args.run_dir)
     config = saved_run_config(run_dir)
@@ -129,9 +130,14 @@ def _average(args):
     labels = [Path(n).name if n not in dirs else n for n in chosen]
     out = Path(args.out) if args.out else run_dir / "average" / "-".join(labels)
     mesh = components.make_mesh(config, {})
-    average_policies(paths, out, mesh=mesh, dtype=config.model.dtype,
-                     param_dtype=config.model.param_dtype,
-                     tokenizer_dir=components.tokenizer_source(config, run_dir))
+    run = RunDir(run_dir)
+    run.acquire()  # it writes into the run directory: not beside a live run
+    try:
+        average_policies(paths, out, mesh=mesh, dtype=config.model.dtype,
+                         param_dtype=config.model.param_dtype,
+                         tokenizer_dir=components.tokenizer_source(config, run_dir))
+    finally:
+        run.close()
     print(f"average of {', '.join(labels)} written to {out}")
 
 

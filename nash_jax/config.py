@@ -241,7 +241,11 @@ def discover_recipes(imports=()):
         from importlib.metadata import entry_points
 
         for entry in entry_points(group=ENTRY_POINT_GROUP):
-            entry.load()
+            try:
+                entry.load()
+            except Exception as err:  # noqa: BLE001  (a broken plugin: say which)
+                raise ValueError(f"the recipe entry point {entry.name!r} ({entry.value}) fails to "
+                                 f"import: {type(err).__name__}: {err}") from None
         _discovered = True
     for module in imports:
         try:
@@ -429,12 +433,16 @@ def build_run_config(values):
 
 
 def normalised(values):
-    """A saved config dict as this version reads it (sections added since filled with defaults), or
-    None if it no longer reads."""
+    """A config dict as this version reads it, for comparison: sections added since filled with their
+    defaults, and the sections of recipes other than its own left out (their defaults may change
+    without changing this run). None if it no longer reads."""
     try:
-        return to_dict(build_run_config(values))
+        values = to_dict(build_run_config(values))
     except (ValueError, TypeError):
         return None
+    own = _RECIPES.get(values["recipe"])
+    others = {entry[0] for entry in _RECIPES.values() if entry} - {own[0] if own else None}
+    return {k: v for k, v in values.items() if k not in others}
 
 
 def to_dict(config):

@@ -134,7 +134,7 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
     runs.write_text_atomically(run / "report.json", json.dumps(report, indent=1))
     plots = draw_plots(report, metrics, run.path)
     runs.write_text_atomically(run / "report.md", markdown(report, plots))
-    run.finish("report", ["report.json", "report.md", *plots])
+    run.finish("report", ["report.json", "report.md", *plots], leaf=True)
     return report
 
 

@@ -47,10 +47,17 @@ def write_atomically(path, write):
         raise
 
 
-def _umask():
-    mask = os.umask(0)
+def _read_umask():
+    mask = os.umask(0)  # the only way to read it; done once, at import, before any thread writes
     os.umask(mask)
     return mask
+
+
+_UMASK = _read_umask()
+
+
+def _umask():
+    return _UMASK
 
 
 def write_text_atomically(path, text):
@@ -77,7 +84,7 @@ def write_dir_atomically(path, write):
 def remove_stale_temporaries(root):
     """Delete the `.NAME.*.tmp` files and directories that interrupted writes left under `root`;
     returns how many. Call only while holding the run directory's lock (no writer is live)."""
-    stale = [p for p in Path(root).rglob(".*.tmp") if p.name.startswith(".")]
+    stale = list(Path(root).rglob(".*.tmp"))
     for p in sorted(stale, key=lambda p: len(p.parts)):
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
@@ -103,7 +110,18 @@ def _identity(path):
     stat = path.stat()
     if stat.st_size <= DIGEST_MAX_BYTES:
         return file_digest(path)
-    return f"mtime_ns:{stat.st_mtime_ns}"
+    h = hashlib.sha256()
+    with open(path, "rb") as f:  # the first and last MiB: a truncation or a rewrite shows, a copy not
+        h.update(f.read(1 << 20))
+        f.seek(max(stat.st_size - (1 << 20), 0))
+        h.update(f.read(1 << 20))
+    return f"ends:{h.hexdigest()}"
+
+
+def _same_identity(path, recorded):
+    if recorded.startswith("mtime_ns:"):  # recorded by an earlier version
+        return recorded == f"mtime_ns:{path.stat().st_mtime_ns}"
+    return _identity(path) == recorded
 
 
 def _fingerprint(root, relative):
@@ -255,18 +273,26 @@ class RunDir:
 
     def verify(self):
         """Check every recorded stage's files. A stage whose files are missing or changed, and every
-        stage recorded after it, are dropped from the manifest so that they are redone; returns the
+        stage that finished after it (which may have read it), are dropped from the manifest so that
+        they are redone, with the training checkpoints under their folders (a training loop of stage
+        folder F keeps them in F/checkpoints); a damaged leaf stage is dropped alone. Returns the
         dropped stage names (and says so on stderr)."""
+        from nash_jax.parallel import barrier, is_writer
+
         names = list(self.manifest["stages"])
         damaged = next((i for i, name in enumerate(names) if not self.done(name)), None)
         if damaged is None:
             return []
         bad = names[damaged]
         files = [f for f in self.manifest["stages"][bad]["files"] if not self._intact(f, bad)]
-        dropped = names[damaged:]
+        dropped = [bad] if self.manifest["stages"][bad].get("leaf") else names[damaged:]
         for name in dropped:
             del self.manifest["stages"][name]
+        if is_writer():
+            for folder in {name.split("/")[0] for name in dropped}:
+                shutil.rmtree(self.path / folder / "checkpoints", ignore_errors=True)
         write_text_atomically(self.manifest_path, json.dumps(self.manifest, indent=1))
+        barrier("verify")
         print(f"{self.path}: {', '.join(files) or bad} of stage {bad} is missing or changed since it "
               f"was recorded; redoing {len(dropped)} stage(s) from {bad} on", file=sys.stderr)
         return dropped
@@ -274,7 +300,7 @@ class RunDir:
     def _intact(self, relative, stage):
         size, digest = self.manifest["stages"][stage]["files"][relative]
         file = self.path / relative
-        return file.is_file() and file.stat().st_size == size and _identity(file) == digest
+        return file.is_file() and file.stat().st_size == size and _same_identity(file, digest)
 
     def check_fingerprint(self, name, digest, source):
         """Record `digest` of input `name` (read from `source`) on the first run; refuse to resume
@@ -307,7 +333,7 @@ class RunDir:
                 raise ValueError(f"{path} is not a config this program wrote; restore it, or start a "
                                  "new run_dir=PATH")
             if normalise is not None:
-                saved = normalise(saved) or saved
+                saved, config_dict = normalise(saved) or saved, normalise(config_dict)
             # where the run directory is does not matter: a moved or copied one resumes
             saved, config_dict = ({k: v for k, v in d.items() if k != "run_dir"}
                                   for d in (saved, config_dict))
@@ -318,7 +344,11 @@ class RunDir:
                     + ", ".join(f"{k} ({a!r} there, {b!r} now)" for k, a, b in diffs[:8])
                     + ". Rerun with the same config to resume, or choose a new run_dir=PATH")
             return
-        write_text_atomically(path, text)  # a run that never started takes the corrected config
+        if path.is_file() and self.manifest.get("inputs"):  # a run that never started takes the
+            self.manifest.pop("inputs")                     # corrected config, and its inputs anew
+            shutil.rmtree(self.path / "data", ignore_errors=True)
+            write_text_atomically(self.manifest_path, json.dumps(self.manifest, indent=1))
+        write_text_atomically(path, text)
 
     def done(self, stage):
         """Whether `stage` finished and every file it recorded is intact (size and SHA-256)."""
@@ -328,22 +358,28 @@ class RunDir:
     def info(self, stage):
         return self.manifest["stages"][stage]["info"]
 
-    def finish(self, stage, artifacts, **info):
-        """Record `stage` as finished with its artifacts (paths relative to the run directory).
+    def finish(self, stage, artifacts, leaf=False, **info):
+        """Record `stage` as finished with its artifacts (paths relative to the run directory). A
+        `leaf` stage is one no other stage reads (the report): damaged, it alone is redone.
 
         Multi-process: every process calls it; the barrier makes process 0's files visible first."""
         from nash_jax.parallel import barrier
         barrier(f"finish {stage}")
         files = {}
         for relative in artifacts:
-            files.update(_fingerprint(self.path, relative))
+            found = _fingerprint(self.path, relative)
+            if not found:
+                raise FileNotFoundError(f"stage {stage}: its artifact {self.path / relative} is missing "
+                                        "or empty; expected it written before the stage is recorded")
+            files.update(found)
         now = time.perf_counter()
         # wall time since the previous stage finished in this process (or since the run was opened):
         # the stage itself plus whatever loading preceded it
         seconds, self._last_finish = round(now - self._last_finish, 3), now
+        self.manifest["stages"].pop(stage, None)  # the manifest lists stages in the order they finished
         self.manifest["stages"][stage] = {"artifacts": list(artifacts), "files": files,
                                           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                                          "seconds": seconds, "info": info}
+                                          "seconds": seconds, "info": info, "leaf": leaf}
         write_text_atomically(self.manifest_path, json.dumps(self.manifest, indent=1))
 
     def log_metrics(self, stage, step, metrics):
@@ -409,7 +445,7 @@ def save_checkpoint(manager, step, trees, extra):
     import orbax.checkpoint as ocp
 
     args = {name: ocp.args.StandardSave(_boxed(tree)) for name, tree in trees.items()}
-    manager.save(step, args=ocp.args.Composite(extra=ocp.args.JsonSave(extra), **args))
+    manager.save(step, args=ocp.args.Composite(extra=ocp.args.JsonSave(extra), **args), force=True)
     manager.wait_until_finished()
 
 
@@ -419,18 +455,33 @@ def restore_checkpoint(manager, like):
     import jax
     import orbax.checkpoint as ocp
 
+    from nash_jax.parallel import barrier, is_writer
+
     args = {name: ocp.args.StandardRestore(jax.tree.map(ocp.utils.to_shape_dtype_struct, _boxed(tree)))
             for name, tree in like.items()}
+    unreadable = []
     for step in sorted(manager.all_steps(), reverse=True):  # the newest that reads
         try:
             restored = manager.restore(step, args=ocp.args.Composite(extra=ocp.args.JsonRestore(),
                                                                      **args))
         except Exception as err:  # noqa: BLE001  (orbax raises many kinds for a damaged checkpoint)
             print(f"checkpoint {manager.directory}/{step} cannot be read ({type(err).__name__}: "
-                  f"{str(err)[:200]}); deleting it and trying an older one", file=sys.stderr)
-            manager.delete(step)  # else saving this step again later would collide with it
+                  f"{str(err)[:200]}); trying an older one", file=sys.stderr)
+            unreadable.append((step, err))
             continue
+        if unreadable:  # set aside (not deleted), so that their steps can be saved again
+            if is_writer():
+                for bad, _ in unreadable:
+                    os.replace(Path(manager.directory) / str(bad),
+                               Path(manager.directory).parent / f"unreadable-checkpoint-{bad}")
+            barrier("checkpoints set aside")
+            manager.reload()
         return step, {name: _unboxed(restored[name], like[name]) for name in like}, restored["extra"]
+    if unreadable:
+        step, err = unreadable[0]
+        raise ValueError(f"no checkpoint in {manager.directory} can be read (the newest, {step}: "
+                         f"{type(err).__name__}: {str(err)[:300]}); restore them, or delete the folder "
+                         "to redo the stage")
     return None
 
 

@@ -67,9 +67,18 @@ def test_a_missing_or_truncated_artifact_is_redone_from_its_stage_on(tmp_path):
         run.finish(name, [f"{name}.txt"])
     assert run.verify() == []
     (tmp_path / "run" / "b.txt").write_text("b" * 10)  # truncated
+    (tmp_path / "run" / "c" / "checkpoints" / "4").mkdir(parents=True)  # trained on the old b
     assert run.verify() == ["b", "c"]
     reread = RunDir(tmp_path / "run")
     assert list(reread.manifest["stages"]) == ["a"]
+    assert not (tmp_path / "run" / "c" / "checkpoints").exists()
+    runs.write_text_atomically(tmp_path / "run" / "report.md", "r")
+    reread.finish("report", ["report.md"], leaf=True)
+    reread.finish("d", [])
+    (tmp_path / "run" / "report.md").unlink()
+    assert reread.verify() == ["report"]  # nothing reads a leaf stage: the others stand
+    with pytest.raises(FileNotFoundError, match=r"stage e: its artifact .*nope.txt is missing"):
+        reread.finish("e", ["nope.txt"])
 
 
 def test_an_unreadable_newest_checkpoint_falls_back_to_the_previous_one(tmp_path):
@@ -83,7 +92,14 @@ def test_an_unreadable_newest_checkpoint_falls_back_to_the_previous_one(tmp_path
     restored = runs.restore_checkpoint(manager, like)
     assert restored[0] == 1 and restored[2] == {"data": 1}
     np.testing.assert_array_equal(restored[1]["state"]["w"], np.ones(3))
-    assert manager.all_steps() == [1]  # the damaged one is gone, so step 2 can be saved again
+    assert manager.all_steps() == [1]  # the damaged one is set aside, so step 2 can be saved again
+    assert (tmp_path / "unreadable-checkpoint-2").is_dir()
+    runs.save_checkpoint(manager, 2, {"state": {"w": jnp.full(3, 2.0)}}, {"data": 2})
+    for f in (tmp_path / "ckpt").rglob("*"):
+        if f.is_file():
+            f.write_bytes(b"")
+    with pytest.raises(ValueError, match=r"no checkpoint in .*ckpt can be read \(the newest, 2:"):
+        runs.restore_checkpoint(manager, like)
     manager.close()
 
 
@@ -158,6 +174,9 @@ def test_a_stop_request_checkpoints_the_step_and_a_rerun_ends_where_an_uninterru
     with runs.training_loop_running(), pytest.raises(runs.Interrupted, match="stopped after step 6"):
         train_loop(run, "s", state=start, total=10, work=loop_work(stop_at=6), checkpoint_every=4)
     runs._stop["requested"] = False
+    manager = runs.checkpoint_manager(tmp_path / "stopped" / "s" / "checkpoints", 4)
+    assert manager.latest_step() == 6  # the stop's own checkpoint, off the every-4 interval
+    manager.close()
     assert [m["step"] for m in runs.read_metrics(tmp_path / "stopped" / "metrics.jsonl")] == list(range(1, 7))
     resumed, _ = train_loop(RunDir(tmp_path / "stopped"), "s", state=start, total=10, work=loop_work(),
                             checkpoint_every=4)
@@ -171,6 +190,6 @@ def test_a_stop_request_outside_a_training_loop_stops_at_once():
 
 def test_too_many_skipped_steps_stop_the_run_naming_the_step(tmp_path):
     with pytest.raises(ValueError, match=r"s: step 4 was not applied \(loss=3, grad_norm=nan: not "
-                                         r"finite\), the 2th such step"):
+                                         r"finite\); 2 steps skipped so far"):
         train_loop(RunDir(tmp_path / "run"), "s", state={"w": jnp.zeros(2)}, total=10,
                    work=loop_work(skip_from=2), checkpoint_every=4, max_skipped_fraction=0.1)

@@ -39,6 +39,10 @@ RECIPES = {}
 
 def register(recipe):
     """Make `recipe` runnable by name; returns it."""
+    known = RECIPES.get(recipe.name)
+    if known is not None and known.run is not recipe.run:
+        raise ValueError(f"a recipe named {recipe.name!r} is already registered (by "
+                         f"{known.run.__module__}); choose another name")
     config_lib.register_recipe(recipe.name, recipe.section, recipe.section_type)
     RECIPES[recipe.name] = recipe
     return recipe
@@ -59,7 +63,8 @@ def resolve_run_dir(config, root="runs"):
         return config
     for path in sorted(Path(root).glob(f"{config.name}-*"), reverse=True):
         candidate = dataclasses.replace(config, run_dir=str(path))
-        if _saved_config(path) == to_dict(candidate) and not RunDir(path).done("report"):
+        if (_saved_config(path) == config_lib.normalised(to_dict(candidate))
+                and not RunDir(path).done("report")):
             return candidate
     return dataclasses.replace(config, run_dir=str(Path(root) / f"{config.name}-"
                                                    f"{time.strftime('%Y%m%d-%H%M%S')}"))
@@ -73,6 +78,26 @@ def _saved_config(path):
     except (OSError, yaml.YAMLError):
         return None
     return saved and {**saved, "run_dir": str(path)}
+
+
+def _acquire_on_every_process(run_dir):
+    """Process 0 takes the run directory's lock; every process learns whether it did (so that none
+    goes on alone into the run's collectives)."""
+    import jax
+
+    error = None
+    try:
+        run_dir.acquire()
+    except ValueError as err:
+        error = err
+    if jax.process_count() > 1:
+        import numpy as np
+        from jax.experimental import multihost_utils
+        ok = multihost_utils.broadcast_one_to_all(np.int32(error is None))
+        if error is None and not ok:
+            error = ValueError(f"process 0 could not take the lock of run directory {run_dir.path}")
+    if error is not None:
+        raise error
 
 
 def summary_lines(config, report):
@@ -93,7 +118,7 @@ def run(config):
     config = resolve_run_dir(config)
     run_dir = RunDir(config.run_dir)
     try:
-        run_dir.acquire()
+        _acquire_on_every_process(run_dir)
         run_dir.lock_config(to_dict(config), normalise=config_lib.normalised)
         run_dir.verify()
         return recipe.run(config, run_dir)

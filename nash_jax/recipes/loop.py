@@ -13,9 +13,10 @@ import dataclasses
 import time
 
 import jax
+import numpy as np
 
 from nash_jax import data, runs
-from nash_jax.train import init_train_state, make_optimizer, make_step
+from nash_jax.train import OptimizerConfig, init_train_state, make_optimizer, make_step
 
 
 def train_loop(run, stage, *, state, total, work, checkpoint_every, batches=None, extra=None,
@@ -31,39 +32,51 @@ def train_loop(run, stage, *, state, total, work, checkpoint_every, batches=None
     """
     extra = dict(extra or {})
     manager = runs.checkpoint_manager(run / stage / "checkpoints", checkpoint_every)
-    start = 0
-    restored = runs.restore_checkpoint(manager, {"state": state, **extra})
-    if restored is not None:
-        start, trees, saved = restored
-        state, extra = trees.pop("state"), trees
-        if batches is not None:
-            batches.set_state(saved["data"])
     log = _StepLog(run, stage, runs.progress(total, stage, "step"), max_skipped_fraction * total)
-    log.bar.update(start)
-    pending = None
-    with runs.training_loop_running():
-        for step in range(start, total):
-            state, extra, metrics = work(step, state, extra,
-                                         next(batches) if batches is not None else None)
-            if pending is not None:
-                log(*pending)
-            pending = (step + 1, metrics)
-            stop = runs.stop_requested() and step + 1 < total
-            if stop or ((step + 1) % checkpoint_every == 0 and step + 1 < total):
-                log(*pending)
-                pending = None
-                runs.save_checkpoint(manager, step + 1, {"state": state, **extra},
-                                     {"data": batches.get_state() if batches is not None else None})
-            runs.crash_point(f"{stage}:step={step + 1}")
-            if stop:
-                manager.close()
-                raise runs.Interrupted(f"{stage}: stopped after step {step + 1} of {total}, with a "
-                                       "checkpoint")
-    if pending is not None:
-        log(*pending)
-    log.bar.close()
-    manager.close()
+    try:
+        start = 0
+        restored = runs.restore_checkpoint(manager, {"state": state, **extra})
+        if restored is not None:
+            start, trees, saved = restored
+            state, extra = trees.pop("state"), trees
+            log.skipped = saved.get("skipped", 0)
+            if batches is not None:
+                batches.set_state(saved["data"])
+        log.bar.update(start)
+        pending = None
+        with runs.training_loop_running():
+            for step in range(start, total):
+                state, extra, metrics = work(step, state, extra,
+                                             next(batches) if batches is not None else None)
+                if pending is not None:
+                    log(*pending)
+                pending = (step + 1, metrics)
+                stop = _agreed(runs.stop_requested()) and step + 1 < total
+                if stop or ((step + 1) % checkpoint_every == 0 and step + 1 < total):
+                    log(*pending)
+                    pending = None
+                    runs.save_checkpoint(manager, step + 1, {"state": state, **extra}, {
+                        "data": batches.get_state() if batches is not None else None,
+                        "skipped": log.skipped})
+                runs.crash_point(f"{stage}:step={step + 1}")
+                if stop:
+                    raise runs.Interrupted(f"{stage}: stopped after step {step + 1} of {total}, with "
+                                           "a checkpoint")
+        if pending is not None:
+            log(*pending)
+    finally:
+        log.bar.close()
+        manager.close()
     return state, extra
+
+
+def _agreed(flag):
+    """Whether any process saw `flag` (a stop request reaches hosts at different moments; all of
+    them must checkpoint and stop at the same step)."""
+    if jax.process_count() == 1:
+        return flag
+    from jax.experimental import multihost_utils
+    return bool(multihost_utils.process_allgather(np.array(flag)).any())
 
 
 class _StepLog:
@@ -86,10 +99,10 @@ class _StepLog:
             if self.skipped > self.max_skipped:
                 values = ", ".join(f"{k}={float(metrics[k]):.4g}" for k in ("loss", "grad_norm")
                                    if k in metrics)
-                raise ValueError(f"{self.stage}: step {step} was not applied ({values}: not finite), "
-                                 f"the {self.skipped}th such step, more than train.max_skipped_fraction "
-                                 "allows; check the learning rate, the clipping and the data (a NaN "
-                                 "in anchors, rewards or judgments)")
+                raise ValueError(f"{self.stage}: step {step} was not applied ({values}: not finite); "
+                                 f"{self.skipped} steps skipped so far, more than "
+                                 "train.max_skipped_fraction allows; check the learning rate, the "
+                                 "clipping and the data (a NaN in anchors, rewards or judgments)")
 
 
 def fit_rows(run, stage, model, rows, *, objective, to_batch, optimizer, batch_size, epochs, seed,
@@ -118,8 +131,6 @@ def fit_rows(run, stage, model, rows, *, objective, to_batch, optimizer, batch_s
 
 def optimizer_config(config, total_steps, **overrides):
     """The OptimizerConfig of a run config's train.optimizer section."""
-    from nash_jax.train import OptimizerConfig
-
     o = config.train.optimizer
     return OptimizerConfig(**{**dict(name=o.name, learning_rate=o.learning_rate, schedule=o.schedule,
                                      warmup_ratio=o.warmup_ratio, weight_decay=o.weight_decay,

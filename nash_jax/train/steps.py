@@ -79,8 +79,9 @@ def loss_and_grads(loss_fn, params, batch, micro_batches=1):
     """(mean loss, per-example outputs, mean gradient) of loss_fn(params, batch) -> (loss, outputs),
     accumulated over micro-batches with lax.scan.
 
-    Each micro-batch's loss is a mean over its examples and they are equal in size, so the mean of the
-    micro-batch losses (and gradients) equals the full-batch mean.
+    The result is the mean of the micro-batches' losses (and gradients): the full-batch loss for an
+    objective that averages over examples (micro-batches are equal in size), the mean of per-micro-
+    batch token means for one that divides by a token count (sft, pg with token-mean).
     """
     value_and_grad = jax.value_and_grad(loss_fn, has_aux=True)
     if micro_batches == 1:
