@@ -54,6 +54,7 @@ from nash_jax.selfplay.diversity import bleu_clusters, distinct_n, repetition_pe
 from nash_jax.selfplay.episodes import (EpisodeAssembler, Role, Rollout, check_role_purity,
                                         comparison_key, group_ids, pack_episodes)
 from nash_jax.train import OptimizerConfig, init_train_state, make_optimizer, make_step
+from nash_jax.train.steps import token_logprobs
 
 STAGE = "proposer_solver"
 ANCHOR_STAGE = "proposer_solver_anchors"  # metrics.jsonl records keep one (stage, step) each
@@ -96,7 +97,10 @@ class ProposerSolverConfig:
     invalid_value: float = -1.0  # the proposer's reward for an invalid proposal
     spice_var: float = 0.01
     ssr_alpha: float = 0.8
-    repetition_threshold: float = 0.5  # majority: BLEU distance at which proposals share a cluster
+    repetition_threshold: float = 0.5  # BLEU distance at which proposals share a cluster
+    # subtract R-Zero's repetition share |C_k|/B from proposer rewards: null = under majority vote only
+    repetition_penalty: bool | None = None
+    kl_coef: float = 0.0  # > 0: the pg_kl objective, a k3 KL penalty towards the initial policy π_0
     proposer_advantage: Literal["grpo", "drgrpo", "rloo"] = "rloo"
     solver_advantage: Literal["grpo", "drgrpo", "rloo"] = "grpo"
     schedule: Literal["joint", "alternating"] = "joint"
@@ -267,11 +271,21 @@ class Game:
 
     def accuracy(self, model, problems, key):
         """Greedy accuracy on (problem, gold) pairs, read as the task reads a reply."""
-        if not problems:
-            return float("nan")
+        return self.accuracies(model, [problems], key)[0]
+
+    def accuracies(self, model, problem_sets, key):
+        """Greedy accuracy on each of several lists of (problem, gold) pairs, in one generate call."""
+        flat = [pair for problems in problem_sets for pair in problems]
+        if not flat:
+            return [float("nan")] * len(problem_sets)
         read = answer_sources.TASKS[self.ps.task.name]().read
-        _, _, replies = self.solve(model, [p for p, _ in problems], 1, key, greedy=True)
-        return float(np.mean([read(r[0]) == gold for r, (_, gold) in zip(replies, problems)]))
+        _, _, replies = self.solve(model, [p for p, _ in flat], 1, key, greedy=True)
+        right = [read(r[0]) == gold for r, (_, gold) in zip(replies, flat)]
+        out, start = [], 0
+        for problems in problem_sets:
+            out.append(float(np.mean(right[start:start + len(problems)])) if problems else float("nan"))
+            start += len(problems)
+        return out
 
     def proposer_rewards(self, p_hat, valid, shares):
         """Proposer rewards [N] from p̂ [N], validity [N] and repetition shares [N] (0 unless majority)."""
@@ -293,10 +307,12 @@ def train(config, run, task, game, snapshots):
     initial = components.load_policy(components.initial_policy_dir(config, run), config, game.mesh)
     tx, schedule = make_optimizer(optimizer_config(config, ps.steps))
     model_def, state, shardings = init_train_state(initial, tx, mesh=game.mesh, seed=config.seed)
-    step_fn = make_step("pg", model_def, tx, schedule, shardings, game.mesh,
+    kl = {"kl_coef": ps.kl_coef} if ps.kl_coef > 0 else {}
+    step_fn = make_step("pg_kl" if kl else "pg", model_def, tx, schedule, shardings, game.mesh,
                         micro_batches=config.train.micro_batches, clip_low=ps.clip_low,
                         clip_high=ps.clip_high, aggregation=ps.aggregation,
-                        max_len=max(ps.proposer_max_tokens, ps.solver_max_tokens))
+                        max_len=max(ps.proposer_max_tokens, ps.solver_max_tokens), **kl)
+    reference = reference_logprobs(model_def, _copy(state.params)) if kl else None
     held = heldout_texts(task)
     pad_id = pad_id_of(game.tokenizer)
     capacity = rows_per_step(ps)
@@ -332,6 +348,8 @@ def train(config, run, task, game, snapshots):
             metrics = {"loss": 0.0, "skipped_update": 1.0}
         else:
             batch = learner_batch(rows, pad_id, capacity)
+            if reference is not None:
+                batch["ref_logp"] = reference(step_fn, batch)
             state, metrics = step_fn.jitted(state, step_fn.place_global(batch))
             metrics = dict(metrics)
         metrics.update(info, phase=float(solver_phase and not proposer_phase))
@@ -348,6 +366,20 @@ def train(config, run, task, game, snapshots):
     state, extra = train_loop(run, STAGE, state=state, total=ps.steps, work=work, extra=extra,
                               checkpoint_every=config.train.checkpoint_every)
     anchors(ps.steps, state.params, extra)
+
+
+def reference_logprobs(model_def, params):
+    """batch -> ref_logp [N, T] under fixed `params` (π_0): log π_0 of token t at position t, 0 at
+    position 0 and wherever the loss mask is off."""
+    fn = jax.jit(lambda p, tokens, segments, mask: token_logprobs(model_def, p, tokens, segments, mask)[0])
+
+    def reference(step_fn, batch):
+        placed = step_fn.place_global({**batch, "ref_logp": np.zeros_like(batch["behaviour_logp"])})
+        logp = parallel.gather_to_host(fn(params, placed["tokens"], placed["segment_ids"],
+                                          placed["loss_mask"]))
+        return np.concatenate([np.zeros((logp.shape[0], 1), np.float32), np.asarray(logp, np.float32)], 1)
+
+    return reference
 
 
 def _defined(metrics):
@@ -409,8 +441,6 @@ def play(config, game, sources, proposer, solver, step, heldout, *, propose_key,
     scored, incomplete = {}, 0
     if valid:
         solver_ids, solved, replies = game.solve(solver, [p.problem for _, p in valid], M, solve_key)
-        if crash_prefix:
-            runs.crash_point(f"{crash_prefix}:solve:step={step + 1}")
         for q, (parent, proposal) in enumerate(valid):
             for k in range(M):
                 rollout = Rollout(uid=uid, role=Role.SOLVER, episode=parent, parent=parent,
@@ -425,11 +455,14 @@ def play(config, game, sources, proposer, solver, step, heldout, *, propose_key,
                 scored[parent] = game.score(proposal, replies[q], step + 1, where)
             else:
                 incomplete += 1
+    if crash_prefix:  # after solving (nothing, when no proposal was valid)
+        runs.crash_point(f"{crash_prefix}:solve:step={step + 1}")
     # rewards, now that every complete episode is whole
     uids = sorted(scored)
     p_hat = {u: scored[u].p_hat for u in uids}
     shares = {}
-    if ps.answer_source == "majority" and uids:
+    penalise = ps.answer_source == "majority" if ps.repetition_penalty is None else ps.repetition_penalty
+    if penalise and uids:
         problems = [proposals[u][2].problem for u in uids]
         shares = dict(zip(uids, repetition_penalty(bleu_clusters(problems, ps.repetition_threshold))))
     n = len(proposals)
@@ -660,10 +693,12 @@ def snapshot_table(config, run, task, game, snapshots):
     key = runs.stage_key(config.seed, 0, "snapshot_solve")
     for path in paths:
         model = components.load_policy(path, config, game.mesh)
-        accuracy.append({"heldout": game.accuracy(model, task.heldout, key),
-                         "vs": [game.accuracy(model, p, key) for p in problems]})
-    return {"labels": labels, "heldout_accuracy": [a["heldout"] for a in accuracy],
-            "cross_accuracy": [a["vs"] for a in accuracy], "problems": [len(p) for p in problems]}
+        held_out, *vs = game.accuracies(model, [task.heldout, *problems], key)
+        accuracy.append({"heldout": held_out, "vs": vs})
+    known = lambda v: None if np.isnan(v) else v  # noqa: E731  (no problem to score on)
+    return {"labels": labels, "heldout_accuracy": [known(a["heldout"]) for a in accuracy],
+            "cross_accuracy": [[known(v) for v in a["vs"]] for a in accuracy],
+            "problems": [len(p) for p in problems]}
 
 
 ANCHOR_KEYS = ("heldout_accuracy", "valid_proposal_rate", "mean_learnability", "distinct_2",
