@@ -269,18 +269,25 @@ class Game:
                                f"scoring the solvers of problem {proposal.problem!r}: "
                                f"{type(err).__name__}: {err}") from err
 
-    def accuracy(self, model, problems, key):
+    def accuracy(self, model, problems, key, where):
         """Greedy accuracy on (problem, gold) pairs, read as the task reads a reply."""
-        return self.accuracies(model, [problems], key)[0]
+        return self.accuracies(model, [problems], key, where)[0]
 
-    def accuracies(self, model, problem_sets, key):
+    def accuracies(self, model, problem_sets, key, where):
         """Greedy accuracy on each of several lists of (problem, gold) pairs, in one generate call."""
         flat = [pair for problems in problem_sets for pair in problems]
         if not flat:
             return [float("nan")] * len(problem_sets)
         read = answer_sources.TASKS[self.ps.task.name]().read
         _, _, replies = self.solve(model, [p for p, _ in flat], 1, key, greedy=True)
-        right = [read(r[0]) == gold for r, (_, gold) in zip(replies, flat)]
+        right = []
+        for reply, (problem, gold) in zip(replies, flat):
+            try:
+                right.append(read(reply[0]) == gold)
+            except Exception as err:
+                raise RuntimeError(f"{where}: the {self.ps.task.name} task failed reading the reply "
+                                   f"{reply[0]!r} to problem {problem!r}: {type(err).__name__}: {err}") \
+                    from err
         out, start = [], 0
         for problems in problem_sets:
             out.append(float(np.mean(right[start:start + len(problems)])) if problems else float("nan"))
@@ -581,8 +588,9 @@ def evaluate_anchors(config, game, task, model, extra, heldout, step):
     are fresh draws at each evaluation (keyed by the step), so their novelty is the policy's."""
     ps, a = config.proposer_solver, config.proposer_solver.anchors
     metrics = {"heldout_accuracy": game.accuracy(model, task.heldout,
-                                                 runs.stage_key(config.seed, 0, "anchor_heldout"))}
-    rnd = play(config, game, task.anchor_sources, model, model, -1, heldout,
+                                                 runs.stage_key(config.seed, 0, "anchor_heldout"),
+                                                 f"held-out evaluation, step {step}")}
+    rnd = play(config, game, task.anchor_sources, model, model, step - 1, heldout,
                propose_key=runs.stage_key(config.seed, 0, "anchor_propose", step),
                solve_key=runs.stage_key(config.seed, 0, "anchor_solve", step),
                num_proposals=a.proposals_per_source, where="anchor evaluation")
@@ -693,7 +701,8 @@ def snapshot_table(config, run, task, game, snapshots):
     key = runs.stage_key(config.seed, 0, "snapshot_solve")
     for path in paths:
         model = components.load_policy(path, config, game.mesh)
-        held_out, *vs = game.accuracies(model, [task.heldout, *problems], key)
+        held_out, *vs = game.accuracies(model, [task.heldout, *problems], key,
+                                        f"snapshot table, solver {path}")
         accuracy.append({"heldout": held_out, "vs": vs})
     known = lambda v: None if np.isnan(v) else v  # noqa: E731  (no problem to score on)
     return {"labels": labels, "heldout_accuracy": [known(a["heldout"]) for a in accuracy],

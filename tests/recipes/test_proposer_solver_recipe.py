@@ -21,7 +21,7 @@ IMPORTS = ["nash_jax.recipes.proposer_solver"]
 # Every batch a multiple of the 8 test devices: 2 sources × 2 proposals × (1 + 3 solvers) = 16 rows.
 TINY = {
     "imports": IMPORTS,
-    "warm_start": {"steps": 16, "batch_size": 16, "hidden_size": 32},
+    "warm_start": {"steps": 80, "batch_size": 16, "hidden_size": 32},
     "train": {"checkpoint_every": 2},
     "proposer_solver": {"steps": 8, "sources_per_step": 2, "proposals_per_source": 2,
                         "solvers_per_problem": 3,
@@ -103,24 +103,26 @@ def test_resuming_after_sigkill_while_proposing_solving_and_training_equals_an_u
 
 
 class RaisingArithmetic(answer_sources.ArithmeticTask):
-    """An arithmetic verifier whose reader breaks on the 30th reply it reads (during training)."""
+    """An arithmetic verifier that breaks on the 12th proposal it checks: the step-0 anchors check 8,
+    so the 12th is the last of training step 1's 4."""
 
     name = "raising_arithmetic"
     calls = 0
 
-    def read(self, reply):
+    def check(self, source, text):
         RaisingArithmetic.calls += 1
-        if RaisingArithmetic.calls >= 30:
+        if RaisingArithmetic.calls >= 12:
             raise ValueError("the verifier broke")
-        return super().read(reply)
+        return super().check(source, text)
 
 
 def test_a_verifier_that_raises_stops_the_run_naming_the_problem_and_the_step(tmp_path, monkeypatch):
     monkeypatch.setitem(answer_sources.TASKS, "raising_arithmetic", RaisingArithmetic)
     RaisingArithmetic.calls = 0
     path = tiny_config(tmp_path, proposer_solver={"task": {"name": "raising_arithmetic"}})
-    with pytest.raises(RuntimeError, match=r"step \d+: the verifier answer source failed scoring the "
-                                           r"solvers of problem '[^']+': ValueError: the verifier broke"):
+    with pytest.raises(RuntimeError, match=r"^training, step 1: the verifier answer source failed checking "
+                                           r"the proposal '[^']*' from source 'seed-\d+': ValueError: "
+                                           r"the verifier broke$"):
         recipes.run(load_config(path, [f"run_dir={tmp_path / 'run'}"]))
 
 
@@ -135,3 +137,37 @@ def test_the_document_task_under_majority_vote_with_alternating_phases(tmp_path)
     steps = [m for m in read_metrics(tmp_path / "run" / "metrics.jsonl") if m["stage"] == "proposer_solver"]
     assert [m["phase"] for m in steps] == [0, 0, 1, 1, 0, 0, 1, 1]  # proposer phases, then solver phases
     assert (tmp_path / "run" / "data" / "corpus.jsonl").is_file()
+
+
+def test_the_shipped_demo_reaches_its_claims(tmp_path):
+    """configs/proposer_solver_demo.yaml as shipped, on one CPU device as `nash-jax run` runs it (the
+    figures the README prints): held-out accuracy above the warm start's, mean learnability rising, and
+    neither the valid-proposal rate nor distinct-2 collapsing."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.recipes.conftest import REPO
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
+                                if not f.startswith("--xla_force_host_platform_device_count"))
+    env.pop("NASH_JAX_CRASH_AT", None)
+    result = subprocess.run([sys.executable, "-m", "nash_jax.cli", "run",
+                             str(CONFIGS / "proposer_solver_demo.yaml"), f"run_dir={tmp_path / 'demo'}",
+                             f"imports={IMPORTS}"], env=env, cwd=REPO, capture_output=True, text=True,
+                            timeout=900, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    a = json.loads((tmp_path / "demo" / "report.json").read_text())["anchors"]
+    print({k: v for k, v in a.items() if k != "p_hat_distribution"})
+    held, learn, valid, distinct = (a[k] for k in ("heldout_accuracy", "mean_learnability",
+                                                    "valid_proposal_rate", "distinct_2"))
+    assert a["step"] == [0, 10, 20, 30, 40]
+    # README: held-out accuracy 0.266 (warm start) -> 0.422, mean learnability 0.323 -> 0.641,
+    # valid-proposal rate 0.750 -> 0.719, distinct-2 0.479 -> 0.412 (runs are deterministic)
+    assert held[-1] >= held[0] + 0.1 and min(held[1:]) > held[0], held
+    assert learn[-1] >= learn[0] + 0.2 and min(learn[1:]) > learn[0], learn
+    assert min(valid) >= 0.9 * valid[0], valid
+    assert min(distinct) >= 0.75 * distinct[0], distinct
+    p_hat = np.asarray(a["p_hat_distribution"])  # the curriculum: mass leaves p̂ = 0 for the middle
+    assert p_hat[-1, 0] < p_hat[0, 0] - 0.25 and p_hat[-1, 1:4].sum() > p_hat[0, 1:4].sum(), p_hat

@@ -1,5 +1,6 @@
 """One step of the proposer-solver demo (configs/proposer_solver_demo.yaml): propose, solve, reward
-(check, assemble, score, advantages, batch) and update, each timed, with rollouts per second.
+(check, assemble, score, advantages, batch) and update (π_0's per-token log-probs for the KL penalty, then
+the pg_kl step), each timed, with rollouts per second.
 
 The warm start is fitted first (its own short run, `--warm-steps`, not timed); the first step (it
 compiles the generate and update programs) is reported as `compile_s`, then `--repeats` further steps,
@@ -51,9 +52,11 @@ def main():
         model = components.load_policy(run / "init" / "policy", config, mesh)
         tx, schedule = make_optimizer(optimizer_config(config, p.steps))
         model_def, state, shardings = init_train_state(model, tx, mesh=mesh, seed=config.seed)
-        step_fn = make_step("pg", model_def, tx, schedule, shardings, mesh, clip_low=p.clip_low,
-                            clip_high=p.clip_high, aggregation=p.aggregation,
-                            max_len=max(p.proposer_max_tokens, p.solver_max_tokens))
+        kl = {"kl_coef": p.kl_coef} if p.kl_coef > 0 else {}  # as the recipe builds its step
+        step_fn = make_step("pg_kl" if kl else "pg", model_def, tx, schedule, shardings, mesh,
+                            clip_low=p.clip_low, clip_high=p.clip_high, aggregation=p.aggregation,
+                            max_len=max(p.proposer_max_tokens, p.solver_max_tokens), **kl)
+        reference = ps.reference_logprobs(model_def, ps._copy(state.params)) if kl else None
         held = ps.heldout_texts(task)
         timer = {}
 
@@ -81,6 +84,8 @@ def main():
             batch = ps.learner_batch(rows, tokenizer.pad_token_id, capacity)
             played = time.perf_counter() - start
             update_start = time.perf_counter()
+            if reference is not None:  # log π_0 per token for the KL penalty: part of the update
+                batch["ref_logp"] = reference(step_fn, batch)
             state, metrics = step_fn.jitted(state, step_fn.place_global(batch))
             jax.block_until_ready(metrics["loss"])
             update = time.perf_counter() - update_start
