@@ -67,12 +67,12 @@ class TextGame:
         return f"TextGame({self.name!r})"
 
     def prompt(self, state):
-        """The user message for the player to move: the game, its seat, its information state and the
-        legal moves."""
+        """The user message for the player to move: the game, its seat, the legal moves and, last
+        (nearest the answer, where a small model attends most easily), its information state."""
         seat = state.current_player()
         legal = " ".join(self.words[a] for a in state.legal_actions())
-        return (f"game {self.name} you are player {seat} state {state.information_state_string()} "
-                f"legal moves {legal} answer with one move")
+        return (f"game {self.name} you are player {seat} answer with one move legal moves {legal} "
+                f"state {state.information_state_string()}")
 
     def parse(self, state, text):
         """The legal action a response names (exactly one action word), or None."""
