@@ -21,6 +21,7 @@ supervised fit to uniformly random legal moves, with the games' own word-level t
 """
 
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -71,6 +72,7 @@ class GameSelfPlayConfig:
     eval_every: int = 10  # steps between exact exploitability evaluations
     snapshots: int = 2  # policies exported as RUN_DIR/iter_k/policy, evenly spaced
     eval_games: int = 32  # per seat of every pairing in the frozen-opponent table
+    warm_start_jitter: float = 0.5  # builtin:game's demonstrations: see demonstration_policy
 
 
 def check(config):
@@ -196,10 +198,11 @@ def initial_dir(config, run):
 
 
 def warm_start(config, run, tokenizer, text_games, mesh):
-    """Fit a tiny Llama to uniformly random legal moves of the configured games (stage `init`)."""
+    """Fit a tiny Llama to random legal moves of the configured games (stage `init`), drawn from
+    `demonstration_policy`."""
     if run.done("init"):
         return
-    w = config.warm_start
+    w, g = config.warm_start, config.game_selfplay
     llama = LlamaConfig(vocab_size=len(tokenizer), hidden_size=w.hidden_size,
                         intermediate_size=2 * w.hidden_size, num_layers=w.num_layers, num_heads=4,
                         num_kv_heads=2, head_dim=w.hidden_size // 4)
@@ -210,7 +213,8 @@ def warm_start(config, run, tokenizer, text_games, mesh):
         game = text_games[len(rows) % len(text_games)]
         state = game.new_state(rng)
         while not state.is_terminal() and len(rows) < w.steps * w.batch_size:
-            action = int(rng.choice(state.legal_actions()))
+            legal = state.legal_actions()
+            action = int(rng.choice(legal, p=demonstration_policy(state, legal, g.warm_start_jitter)))
             rows.append({"prompt_ids": games_lib.encode_prompt(tokenizer, game.prompt(state)),
                          "response_ids": tokenizer(game.words[action], add_special_tokens=False)[
                              "input_ids"] + [eos]})
@@ -228,6 +232,18 @@ def warm_start(config, run, tokenizer, text_games, mesh):
                      checkpoint_every=config.train.checkpoint_every, mesh=mesh)
     components.export_policy(model, run / "init" / "policy", games_lib.TOKENIZER_DIR)
     run.finish("init", ["init/policy"], examples=len(rows))
+
+
+def demonstration_policy(state, legal, jitter):
+    """The warm start's move probabilities at a state: uniform over the legal moves with weights
+    1 + jitter·u, u ∈ [−1, 1] fixed per (information state, action) by a hash. Near uniform, but not
+    the same at every state, so that the fit must read the state: imitating one distribution
+    everywhere teaches a small model to ignore its input, which self-play cannot then undo in a few
+    hundred steps."""
+    key = state.information_state_string()
+    u = np.array([zlib.crc32(f"{key}|{a}".encode()) / 0xFFFFFFFF * 2 - 1 for a in legal])
+    weights = 1.0 + jitter * u
+    return weights / weights.sum()
 
 
 def model_player(config, model, tokenizer, key, mesh):
