@@ -241,7 +241,7 @@ def demonstration_policy(state, legal, jitter):
     everywhere teaches a small model to ignore its input, which self-play cannot then undo in a few
     hundred steps."""
     key = state.information_state_string()
-    u = np.array([zlib.crc32(f"{key}|{a}".encode()) / 0xFFFFFFFF * 2 - 1 for a in legal])
+    u = np.array([np.random.default_rng([zlib.crc32(key.encode()), a]).uniform(-1, 1) for a in legal])
     weights = 1.0 + jitter * u
     return weights / weights.sum()
 
