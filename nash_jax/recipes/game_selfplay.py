@@ -73,6 +73,7 @@ class GameSelfPlayConfig:
     snapshots: int = 2  # policies exported as RUN_DIR/iter_k/policy, evenly spaced
     eval_games: int = 32  # per seat of every pairing in the frozen-opponent table
     warm_start_jitter: float = 0.5  # builtin:game's demonstrations: see demonstration_policy
+    warm_start_repeat: float = 0.5  # share of warm-start states also asked to repeat the state
 
 
 def check(config):
@@ -199,7 +200,9 @@ def initial_dir(config, run):
 
 def warm_start(config, run, tokenizer, text_games, mesh):
     """Fit a tiny Llama to random legal moves of the configured games (stage `init`), drawn from
-    `demonstration_policy`."""
+    `demonstration_policy`, and, for a share `warm_start_repeat` of the states, to repeating the
+    information state when asked to: a tiny model fitted to near-uniform moves alone learns to ignore
+    the state, and self-play then moves every state together."""
     if run.done("init"):
         return
     w, g = config.warm_start, config.game_selfplay
@@ -218,6 +221,11 @@ def warm_start(config, run, tokenizer, text_games, mesh):
             rows.append({"prompt_ids": games_lib.encode_prompt(tokenizer, game.prompt(state)),
                          "response_ids": tokenizer(game.words[action], add_special_tokens=False)[
                              "input_ids"] + [eos]})
+            if rng.random() < g.warm_start_repeat:
+                rows.append({"prompt_ids": games_lib.encode_prompt(tokenizer, game.prompt(state,
+                                                                                          "repeat")),
+                             "response_ids": tokenizer(state.information_state_string(),
+                                                       add_special_tokens=False)["input_ids"] + [eos]})
             state.apply_action(action)
             game.resolve_chance(state, rng)
     pad_id = pad_id_of(tokenizer)

@@ -34,7 +34,7 @@ SPECIAL = ("<unk>", "<pad>", "<s>", "</s>", "<|user|>", "<|assistant|>")
 CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} "
                  "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
 PROMPT_WORDS = ("game", "you", "are", "player", "state", "legal", "moves", "answer", "with", "one",
-                "move")
+                "move", "repeat", "the")
 
 
 class TextGame:
@@ -66,12 +66,16 @@ class TextGame:
     def __repr__(self):
         return f"TextGame({self.name!r})"
 
-    def prompt(self, state):
+    def prompt(self, state, task="move"):
         """The user message for the player to move: the game, its seat, the legal moves and, last
-        (nearest the answer, where a small model attends most easily), its information state."""
+        (nearest the answer, where a small model attends most easily), its information state.
+
+        task="repeat" asks instead for the information state itself (an auxiliary task of the warm
+        start that makes a small model's answer position encode the state)."""
         seat = state.current_player()
         legal = " ".join(self.words[a] for a in state.legal_actions())
-        return (f"game {self.name} you are player {seat} answer with one move legal moves {legal} "
+        ask = "answer with one move" if task == "move" else "repeat the state"
+        return (f"game {self.name} you are player {seat} {ask} legal moves {legal} "
                 f"state {state.information_state_string()}")
 
     def parse(self, state, text):

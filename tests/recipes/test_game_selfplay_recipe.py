@@ -162,3 +162,15 @@ def test_a_run_killed_mid_training_resumes_to_the_uninterrupted_result(runs):
                                       [ours[s][key] for s in sorted(ours)], err_msg=key)
     a, b = (json.loads((d / "report.json").read_text()) for d in (whole, killed))
     assert a["exploitability"] == b["exploitability"] and a["per_game"] == b["per_game"]
+
+
+def test_the_kuhn_demo_lowers_exact_exploitability_well_below_the_warm_start(tmp_path):
+    """configs/kuhn_demo.yaml as shipped (README: DEMO_CLAIM)."""
+    from nash_jax import recipes
+    from nash_jax.config import load_config
+
+    report = recipes.run(load_config(CONFIGS / "kuhn_demo.yaml", [f"run_dir={tmp_path / 'run'}"]))
+    values = report["exploitability"]["value"]
+    assert report["exploitability"]["step"][0] == 0 and len(values) > 2
+    assert values[-1] < DEMO_FRACTION * values[0], values
+    assert report["per_game"]["kuhn_poker"]["invalid_move_rate"]["pi_0"] < 0.05
