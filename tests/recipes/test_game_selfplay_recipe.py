@@ -15,6 +15,7 @@ from nash_jax.runs import read_metrics
 from nash_jax.selfplay import games
 from tests.recipes.conftest import CONFIGS, assert_same_parameters, run_cli
 
+DEMO_FRACTION = 0.85  # the demo ends below this share of its warm start's exploitability
 KUHN, TTT = games.TextGame("kuhn_poker"), games.TextGame("tic_tac_toe")
 GAME_INDEX = {"kuhn_poker": 0, "tic_tac_toe": 1}
 
