@@ -104,6 +104,10 @@ def make_games(config):
 # credit assignment
 
 
+_rae = jax.jit(adv.rae_advantages, static_argnames=("decay", "sequential"))
+_grpo = jax.jit(adv.group_advantages, static_argnames=("num_groups", "mode", "ddof", "eps"))
+
+
 def trajectory_advantages(records, baselines, game_index, *, mode, decay):
     """Per player-trajectory (each seat of each game that moved, in game then seat order):
     → (trajectories [(record, seat)], rewards [n], advantages [n], new baselines [E]).
@@ -122,13 +126,13 @@ def trajectory_advantages(records, baselines, game_index, *, mode, decay):
     if mode == "rae":
         keys = np.full(size, -1, np.int32)
         keys[:n] = [game_index[r.game.name] * 2 + seat for r, seat in trajectories]
-        a, baselines = adv.rae_advantages(jnp.asarray(padded), jnp.asarray(keys), baselines,
-                                          jnp.asarray(mask), decay=decay)
+        a, baselines = _rae(jnp.asarray(padded), jnp.asarray(keys), jnp.asarray(baselines),
+                            jnp.asarray(mask), decay=decay)
     elif mode == "grpo":
         groups = np.full(size, -1, np.int32)
         groups[:n] = group_ids([Role.PLAYER] * n, [(r.game.name, r.index) for r, _ in trajectories])
-        a = adv.group_advantages(jnp.asarray(padded), jnp.asarray(groups), jnp.asarray(mask),
-                                 num_groups=size, mode="grpo")
+        a = _grpo(jnp.asarray(padded), jnp.asarray(groups), jnp.asarray(mask), num_groups=size,
+                  mode="grpo")
     else:
         a = padded
     return trajectories, rewards, np.asarray(a, np.float32)[:n], baselines
@@ -136,14 +140,18 @@ def trajectory_advantages(records, baselines, game_index, *, mode, decay):
 
 def turn_rows(trajectories, advantages, *, gamma, drop_zero):
     """[(Turn, advantage)] of every model turn: A·γ^(turns of the same player left)."""
-    rows = []
+    turns, per_turn, steps_from_end = [], [], []
     for (record, seat), a in zip(trajectories, advantages):
-        turns = record.seat_turns(seat)
-        steps_from_end = np.arange(len(turns))[::-1]
-        for turn, value in zip(turns, np.asarray(adv.turn_discount(a, steps_from_end, gamma))):
-            if turn.move.tokens is not None and not (drop_zero and value == 0.0):
-                rows.append((turn, float(value)))
-    return rows
+        mine = record.seat_turns(seat)
+        turns += mine
+        per_turn += [a] * len(mine)
+        steps_from_end += range(len(mine) - 1, -1, -1)
+    if not turns:
+        return []
+    values = np.asarray(adv.turn_discount(np.asarray(per_turn, np.float32),
+                                          np.asarray(steps_from_end), gamma))
+    return [(turn, float(value)) for turn, value in zip(turns, values)
+            if turn.move.tokens is not None and not (drop_zero and value == 0.0)]
 
 
 def pg_batch(rows, pad_id, shards):
