@@ -85,7 +85,12 @@ def saved_run_config(run_dir, overrides=()):
     if overrides and config_lib.normalised(saved) != config_lib.to_dict(config):
         from nash_jax import parallel, runs
         if parallel.is_writer():
-            runs.write_text_atomically(path, config_lib.to_yaml(config))
+            run = runs.RunDir(run_dir)
+            run.acquire()  # never rewrite the config of a run that is still going
+            try:
+                runs.write_text_atomically(path, config_lib.to_yaml(config))
+            finally:
+                run.close()
         parallel.barrier("report config")
     return config
 
@@ -321,10 +326,14 @@ def main(argv=None):
 def _stop_safely_on_signals():
     """SIGINT and SIGTERM: a training loop stops after its step with a checkpoint; elsewhere at once
     (every stage writes whole files or none)."""
-    def stop(signum, frame):
-        from nash_jax.runs import request_stop
-        request_stop()
+    from nash_jax import runs
 
+    def stop(signum, frame):
+        runs.request_stop()  # raises KeyboardInterrupt unless a training loop can stop safely
+        print("nash-jax: stopping after this step, with a checkpoint (interrupt again to stop at once)",
+              file=sys.stderr, flush=True)
+
+    runs.clear_stop_request()  # a new command starts unstopped (main may run twice in one process)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, stop)
 

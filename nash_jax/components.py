@@ -12,12 +12,14 @@ from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.tasks import synthetic
 
 
-def check_paths(config):
+def check_paths(config, builtin_models=(BUILTIN_SYNTHETIC,)):
     """Every local path the config names, checked before anything starts (FileNotFoundError naming
-    the key, the path and what was expected there)."""
-    if config.model.path != BUILTIN_SYNTHETIC and not (Path(config.model.path) / "config.json").is_file():
+    the key, the path and what was expected there). `builtin_models`: the recipe's model.path values
+    that name a built-in model, not a directory."""
+    if config.model.path not in builtin_models and not (Path(config.model.path) / "config.json").is_file():
+        builtins = " or ".join(builtin_models)
         raise FileNotFoundError(f"model.path={config.model.path}: no config.json there; expected a local "
-                                "Hugging Face model directory (config.json + safetensors)")
+                                f"Hugging Face model directory (config.json + safetensors) or {builtins}")
     if config.model.tokenizer and not Path(config.model.tokenizer).exists():
         raise FileNotFoundError(f"model.tokenizer={config.model.tokenizer}: does not exist; expected a "
                                 "local tokenizer directory")

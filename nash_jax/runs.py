@@ -200,6 +200,10 @@ def stop_requested():
     return _stop["requested"]
 
 
+def clear_stop_request():
+    _stop["requested"] = False
+
+
 class training_loop_running:
     """Context: a loop that checks stop_requested() after each step is running."""
 
@@ -435,7 +439,9 @@ def checkpoint_manager(directory, every):
     """An orbax CheckpointManager keeping the last two checkpoints (saved every `every` steps)."""
     import orbax.checkpoint as ocp
 
-    options = ocp.CheckpointManagerOptions(max_to_keep=2, save_interval_steps=every, create=True)
+    # cleanup_tmp_directories: a save cut off by a kill leaves a temporary step directory behind
+    options = ocp.CheckpointManagerOptions(max_to_keep=2, save_interval_steps=every, create=True,
+                                           cleanup_tmp_directories=True)
     return ocp.CheckpointManager(Path(directory).absolute(), options=options)
 
 

@@ -32,6 +32,7 @@ class Recipe:
     check: Callable | None = None  # check(config): relations between fields, before anything starts
     summary: Callable | None = None  # summary(report dict) -> lines `nash-jax run` prints at the end;
     #                                  default: report.summary_lines (the cross-iterate win rates)
+    builtin_models: tuple = (config_lib.BUILTIN_SYNTHETIC,)  # model.path values that name no directory
 
 
 RECIPES = {}
@@ -66,8 +67,20 @@ def resolve_run_dir(config, root="runs"):
         if (_saved_config(path) == config_lib.normalised(to_dict(candidate))
                 and not RunDir(path).done("report")):
             return candidate
-    return dataclasses.replace(config, run_dir=str(Path(root) / f"{config.name}-"
-                                                   f"{time.strftime('%Y%m%d-%H%M%S')}"))
+    stamp = time.strftime('%Y%m%d-%H%M%S', time.localtime(_process_0_time()))
+    return dataclasses.replace(config, run_dir=str(Path(root) / f"{config.name}-{stamp}"))
+
+
+def _process_0_time():
+    """The clock of process 0, so that every process of a run names the same new directory."""
+    import jax
+
+    now = int(time.time())
+    if jax.process_count() > 1:
+        import numpy as np
+        from jax.experimental import multihost_utils
+        now = int(multihost_utils.broadcast_one_to_all(np.int64(now)))
+    return now
 
 
 def _saved_config(path):
@@ -114,7 +127,8 @@ def run(config):
     recipe = get(config.recipe)
     if recipe.check is not None:
         recipe.check(config)
-    components.check_paths(config)  # all before the config is locked into the run directory
+    # every path, before the config is locked into the run directory
+    components.check_paths(config, recipe.builtin_models)
     config = resolve_run_dir(config)
     run_dir = RunDir(config.run_dir)
     try:

@@ -90,9 +90,6 @@ def check(config):
     if not g.games or len(set(g.games)) != len(g.games):
         raise ValueError(f"game_selfplay.games={g.games}; expected a non-empty list of distinct "
                          "OpenSpiel game names")
-    if config.model.path not in (BUILTIN_GAME,) and not (Path(config.model.path) / "config.json").is_file():
-        raise ValueError(f"model.path={config.model.path}: expected {BUILTIN_GAME} (a tiny Llama "
-                         "warm-started on the games) or a local Hugging Face model directory")
     make_games(config)  # unknown games fail here, before anything starts
 
 
@@ -381,7 +378,7 @@ def write_report(config, run, text_games, tokenizer, evaluators, mesh):
     plots = draw_plots(report, run.path)
     runs.write_text_atomically(run / "report.json", json.dumps(report, indent=1))
     runs.write_text_atomically(run / "report.md", markdown(report, plots))
-    run.finish("report", ["report.json", "report.md", *plots])
+    run.finish("report", ["report.json", "report.md", *plots], leaf=True)
     return report
 
 
@@ -525,4 +522,5 @@ def markdown(report, plots):
 
 
 register(Recipe(name="game_selfplay", run=run_game_selfplay, section="game_selfplay",
-                section_type=GameSelfPlayConfig, check=check, summary=summary))
+                section_type=GameSelfPlayConfig, check=check, summary=summary,
+                builtin_models=(BUILTIN_GAME,)))

@@ -743,7 +743,7 @@ def write_report(config, run, task, game, snapshots):
         plots = draw_plots(report, run.path)
         runs.write_text_atomically(run / "report.md", markdown(report, plots))
     parallel.barrier("proposer_solver report")
-    run.finish("report", ["report.json", "report.md"])
+    run.finish("report", ["report.json", "report.md"], leaf=True)
     return report
 
 

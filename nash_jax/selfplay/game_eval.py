@@ -10,6 +10,8 @@ Frozen-opponent tables: wins / draws / losses per seat of each iterate against a
 player, the initial policy and the other snapshots, from games played with `games.play`.
 """
 
+import contextlib
+import io
 from dataclasses import dataclass
 
 import jax
@@ -55,7 +57,8 @@ class ExactEvaluator:
 
     def evaluate(self, probs):
         """{"exploitability", "nash_conv"} of the tabular policy with action probabilities [S, A]."""
-        from open_spiel.python.algorithms import exploitability
+        with contextlib.redirect_stdout(io.StringIO()):  # open_spiel prints a notice on stdout about
+            from open_spiel.python.algorithms import exploitability  # an optional game it lacks
 
         policy = self.tabular.__copy__()
         policy.action_probability_array = np.asarray(probs, np.float64)
