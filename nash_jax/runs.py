@@ -19,6 +19,7 @@ import time
 import zlib
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 CRASH_ENV = "NASH_JAX_CRASH_AT"  # fault injection for the resume tests: the name of a crash_point
@@ -153,8 +154,6 @@ def stage_key(seed, iteration, stage, index=0):
 
 def stage_seed(seed, iteration, stage):
     """An integer seed for host-side shuffles (grain), from the same parts as stage_key."""
-    import numpy as np
-
     return int(np.random.SeedSequence([seed, iteration, stage_number(stage)]).generate_state(1)[0])
 
 
@@ -450,21 +449,23 @@ def save_checkpoint(manager, step, trees, extra):
     state) as the checkpoint of `step`, and wait until it is committed."""
     import orbax.checkpoint as ocp
 
-    args = {name: ocp.args.StandardSave(_boxed(tree)) for name, tree in trees.items()}
+    args = {name: ocp.args.StandardSave(_host_values(_boxed(tree))) for name, tree in trees.items()}
     manager.save(step, args=ocp.args.Composite(extra=ocp.args.JsonSave(extra), **args), force=True)
     manager.wait_until_finished()
 
 
 def restore_checkpoint(manager, like):
     """(step, {name: tree}, extra) of the latest readable checkpoint, each tree placed like like[name]
-    (same shapes, dtypes and shardings); None if there is none. Unreadable newer ones are deleted."""
+    (same shapes, dtypes and shardings); None if there is none. Unreadable newer ones are set aside."""
     import jax
     import orbax.checkpoint as ocp
 
     from nash_jax.parallel import barrier, is_writer
 
-    args = {name: ocp.args.StandardRestore(jax.tree.map(ocp.utils.to_shape_dtype_struct, _boxed(tree)))
-            for name, tree in like.items()}
+    def target(leaf):  # host values come back as numpy arrays, the rest placed like `leaf`
+        return _host_value(leaf) if _is_host_local(leaf) else ocp.utils.to_shape_dtype_struct(leaf)
+
+    args = {name: ocp.args.StandardRestore(jax.tree.map(target, _boxed(tree))) for name, tree in like.items()}
     unreadable = []
     for step in sorted(manager.all_steps(), reverse=True):  # the newest that reads
         try:
@@ -482,13 +483,43 @@ def restore_checkpoint(manager, like):
                                Path(manager.directory).parent / f"unreadable-checkpoint-{bad}")
             barrier("checkpoints set aside")
             manager.reload()
-        return step, {name: _unboxed(restored[name], like[name]) for name in like}, restored["extra"]
+        trees = {name: jax.tree.map(_placed_like, _unboxed(restored[name], like[name]), like[name])
+                 for name in like}
+        return step, trees, restored["extra"]
     if unreadable:
         step, err = unreadable[0]
         raise ValueError(f"no checkpoint in {manager.directory} can be read (the newest, {step}: "
                          f"{type(err).__name__}: {str(err)[:300]}); restore them, or delete the folder "
                          "to redo the stage")
     return None
+
+
+def _is_host_local(leaf):
+    """A numpy array, or a jax array on this process's devices only while the run spans several
+    processes (a small replicated value such as RAE baselines): orbax saves these from the host."""
+    import jax
+
+    if isinstance(leaf, np.ndarray):
+        return True
+    return isinstance(leaf, jax.Array) and jax.process_count() > 1 and leaf.is_fully_addressable
+
+
+def _host_value(leaf):
+    return np.asarray(leaf)
+
+
+def _host_values(tree):
+    import jax
+
+    return jax.tree.map(lambda x: _host_value(x) if _is_host_local(x) else x, tree)
+
+
+def _placed_like(restored, like):
+    import jax
+
+    if isinstance(like, jax.Array) and isinstance(restored, np.ndarray):
+        return jax.device_put(restored, like.sharding)
+    return restored
 
 
 def _boxed(tree):

@@ -25,3 +25,23 @@ def test_large_artifacts_are_checked_by_size_and_their_ends(tmp_path, monkeypatc
     assert run.done("stage")
     (tmp_path / "big.bin").write_bytes(b"x" * 99)
     assert not run.done("stage")
+
+
+def test_host_values_in_a_checkpoint_come_back_as_host_values(tmp_path):
+    """numpy leaves (RAE baselines, archives) are saved from the host and restored as numpy arrays,
+    device arrays as device arrays: a run over several processes cannot save host-local jax arrays."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from nash_jax import runs
+
+    manager = runs.checkpoint_manager(tmp_path / "checkpoints", every=1)
+    baselines = np.array([0.5, -1.25], np.float32)
+    runs.save_checkpoint(manager, 3, {"state": {"w": jnp.arange(3.0)}, "baselines": baselines}, {})
+    step, trees, _ = runs.restore_checkpoint(manager, {"state": {"w": jnp.zeros(3)},
+                                                       "baselines": np.zeros(2, np.float32)})
+    manager.close()
+    assert step == 3 and isinstance(trees["baselines"], np.ndarray)
+    np.testing.assert_array_equal(trees["baselines"], baselines)
+    assert not isinstance(trees["state"]["w"], np.ndarray)
+    np.testing.assert_array_equal(np.asarray(trees["state"]["w"]), [0.0, 1.0, 2.0])

@@ -135,7 +135,7 @@ def trajectory_advantages(records, baselines, game_index, *, mode, decay):
                   mode="grpo")
     else:
         a = padded
-    return trajectories, rewards, np.asarray(a, np.float32)[:n], baselines
+    return trajectories, rewards, np.asarray(a, np.float32)[:n], np.asarray(baselines, np.float32)
 
 
 def turn_rows(trajectories, advantages, *, gamma, drop_zero):
@@ -324,7 +324,7 @@ def train(config, run, text_games, tokenizer, evaluators, mesh):
         return state, {"baselines": baselines}, metrics
 
     state, _ = train_loop(run, STAGE, state=state, total=g.steps, work=work,
-                          extra={"baselines": jnp.zeros(2 * len(text_games), jnp.float32)},
+                          extra={"baselines": np.zeros(2 * len(text_games), np.float32)},
                           checkpoint_every=config.train.checkpoint_every)
     evaluate(g.steps, state.params)
 

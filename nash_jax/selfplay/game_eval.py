@@ -10,8 +10,6 @@ Frozen-opponent tables: wins / draws / losses per seat of each iterate against a
 player, the initial policy and the other snapshots, from games played with `games.play`.
 """
 
-import contextlib
-import io
 from dataclasses import dataclass
 
 import jax
@@ -57,9 +55,7 @@ class ExactEvaluator:
 
     def evaluate(self, probs):
         """{"exploitability", "nash_conv"} of the tabular policy with action probabilities [S, A]."""
-        with contextlib.redirect_stdout(io.StringIO()):  # open_spiel prints a notice on stdout about
-            from open_spiel.python.algorithms import exploitability  # an optional game it lacks
-
+        exploitability = games_lib.open_spiel_module("algorithms.exploitability")
         policy = self.tabular.__copy__()
         policy.action_probability_array = np.asarray(probs, np.float64)
         return {"nash_conv": float(exploitability.nash_conv(self.game.game, policy)),

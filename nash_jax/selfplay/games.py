@@ -17,6 +17,9 @@ its seat, and each player answers all of its requests with one batched call (one
 model), so the cost of a round is one forward pass per player, not per game.
 """
 
+import contextlib
+import importlib
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -257,12 +260,17 @@ def _apply(record, state, move, rng):
 # the games' tokenizer
 
 
+def open_spiel_module(name):
+    """open_spiel.python.<name>, imported without the notice open_spiel prints on stdout about an
+    optional game it lacks (it would mix into nash-jax's output)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return importlib.import_module(f"open_spiel.python.{name}")
+
+
 def information_states(game):
     """Every decision state of `game` (pyspiel.Game), one per information-state string, in the order
     of OpenSpiel's TabularPolicy (the order the exact evaluation uses)."""
-    from open_spiel.python import policy
-
-    tabular = policy.TabularPolicy(game)
+    tabular = open_spiel_module("policy").TabularPolicy(game)
     return tabular, [tabular.states[i] for i in range(len(tabular.states))]
 
 

@@ -37,15 +37,34 @@ def small_config(tmp_path, base="demo", name="small", **sections):
     return path
 
 
-def run_cli(config_path, run_dir, crash_at=None, timeout=300):
-    """`python -m nash_jax.cli run CONFIG run_dir=...` in a subprocess, killed at `crash_at`."""
+def run_cli(config_path, run_dir, crash_at=None, timeout=900, *, one_device=False, args=()):
+    """`python -m nash_jax.cli run CONFIG run_dir=... [args]` in a subprocess, killed at `crash_at`;
+    `one_device`: on the one CPU device `nash-jax run` sees outside the tests (a demo's figures)."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("NASH_JAX_CRASH_AT", None)
+    if one_device:
+        env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
+                                    if not f.startswith("--xla_force_host_platform_device_count"))
     if crash_at:
         env["NASH_JAX_CRASH_AT"] = crash_at
     return subprocess.run([sys.executable, "-m", "nash_jax.cli", "run", str(config_path),
-                           f"run_dir={run_dir}"], env=env, capture_output=True, text=True,
+                           f"run_dir={run_dir}", *args], env=env, capture_output=True, text=True,
                           timeout=timeout, cwd=REPO, check=False)
+
+
+def run_two_processes(config_path, run_dir, timeout=600):
+    """`nash-jax run` as two processes × 4 CPU devices joined over 127.0.0.1 (gloo); returns
+    (return codes, output of each)."""
+    from tests.processes import free_port, run_processes
+
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS="cpu",
+               XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    env.pop("NASH_JAX_CRASH_AT", None)
+    return run_processes(
+        [[sys.executable, "-m", "nash_jax.cli", "run", str(config_path), f"run_dir={run_dir}",
+          "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)]
+         for i in range(2)], timeout=timeout, cwd=REPO, env=env)
 
 
 def policy_tensors(policy_dir):

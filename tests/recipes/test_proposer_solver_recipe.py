@@ -15,7 +15,7 @@ from nash_jax.config import load_config
 from nash_jax.recipes import proposer_solver  # noqa: F401  (registers the recipe before the entry point)
 from nash_jax.runs import read_metrics
 from nash_jax.selfplay import answer_sources
-from tests.recipes.conftest import CONFIGS, assert_same_parameters, run_cli
+from tests.recipes.conftest import CONFIGS, assert_same_parameters, run_cli, run_two_processes
 
 IMPORTS = ["nash_jax.recipes.proposer_solver"]
 # Every batch a multiple of the 8 test devices: 2 sources × 2 proposals × (1 + 3 solvers) = 16 rows.
@@ -116,6 +116,20 @@ class RaisingArithmetic(answer_sources.ArithmeticTask):
         return super().check(source, text)
 
 
+def test_two_processes_run_the_game_like_one(whole_run):
+    """Two processes × 4 devices: the same proposals, checks and solver rewards at the first step as
+    one process, and one report."""
+    tmp, path, _ = whole_run
+    codes, logs = run_two_processes(path, tmp / "two")
+    assert codes == [0, 0], "\n\n".join(log[-3000:] for log in logs)
+    ours, theirs = ([m for m in read_metrics(d / "metrics.jsonl") if m["stage"] == "proposer_solver"]
+                    for d in (tmp / "whole", tmp / "two"))
+    assert [m["step"] for m in theirs] == [m["step"] for m in ours]
+    for key in ("valid_proposal_rate", "solver_reward", "mean_learnability"):
+        assert theirs[0][key] == ours[0][key], key
+    assert json.loads((tmp / "two" / "report.json").read_text())["anchors"]["step"] == [0, 4, 8]
+
+
 def test_a_verifier_that_raises_stops_the_run_naming_the_problem_and_the_step(tmp_path, monkeypatch):
     monkeypatch.setitem(answer_sources.TASKS, "raising_arithmetic", RaisingArithmetic)
     RaisingArithmetic.calls = 0
@@ -143,20 +157,8 @@ def test_the_shipped_demo_reaches_its_claims(tmp_path):
     """configs/proposer_solver_demo.yaml as shipped, on one CPU device as `nash-jax run` runs it (the
     figures the README prints): held-out accuracy above the warm start's, mean learnability rising, and
     neither the valid-proposal rate nor distinct-2 collapsing."""
-    import os
-    import subprocess
-    import sys
-
-    from tests.recipes.conftest import REPO
-
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
-                                if not f.startswith("--xla_force_host_platform_device_count"))
-    env.pop("NASH_JAX_CRASH_AT", None)
-    result = subprocess.run([sys.executable, "-m", "nash_jax.cli", "run",
-                             str(CONFIGS / "proposer_solver_demo.yaml"), f"run_dir={tmp_path / 'demo'}",
-                             f"imports={IMPORTS}"], env=env, cwd=REPO, capture_output=True, text=True,
-                            timeout=900, check=False)
+    result = run_cli(CONFIGS / "proposer_solver_demo.yaml", tmp_path / "demo", one_device=True,
+                     args=[f"imports={IMPORTS}"])
     assert result.returncode == 0, result.stderr[-3000:]
     a = json.loads((tmp_path / "demo" / "report.json").read_text())["anchors"]
     print({k: v for k, v in a.items() if k != "p_hat_distribution"})
