@@ -26,6 +26,7 @@ LOGICAL_AXIS_RULES = {
     "head_dim": None,
     "norm": None,
     "length": None,
+    "layers": None,  # the stacked layer axis of scanned models: every device holds every layer
 }
 
 
