@@ -38,7 +38,7 @@ def make_mesh(config, batch_sizes):
     mesh = parallel.make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
     shards = parallel.data_shards(mesh)
     for key, size in batch_sizes.items():
-        if size % (config.train.micro_batches * shards):
+        if size % parallel.batch_multiple(mesh, config.train.micro_batches):
             raise ValueError(f"{key}={size} does not split into train.micro_batches="
                              f"{config.train.micro_batches} micro-batches over the mesh's data × fsdp = "
                              f"{shards} devices; expected a multiple of "

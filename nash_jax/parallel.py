@@ -95,10 +95,20 @@ def data_shards(mesh):
     return mesh.shape["data"] * mesh.shape["fsdp"]
 
 
-def pad_to_shards(rows, mesh):
-    """`rows` plus copies of its first row up to a multiple of the data shards (drop them after)."""
+def batch_multiple(mesh, micro_batches=1):
+    """What a global batch must be a multiple of: micro-batches × the data shards."""
+    return micro_batches * data_shards(mesh)
+
+
+def pad_to_shards(rows, mesh, *, size=None, fill=None):
+    """`rows` plus `fill` rows (default: copies of the first row) up to `size` (default: the next
+    multiple of the data shards); drop the padding rows from the results."""
     rows = list(rows)
-    return rows + [rows[0]] * (-len(rows) % data_shards(mesh))
+    size = len(rows) + (-len(rows) % data_shards(mesh)) if size is None else size
+    if size < len(rows) or size % data_shards(mesh):
+        raise ValueError(f"cannot pad {len(rows)} rows to {size}: expected a size ≥ {len(rows)} and "
+                         f"a multiple of the mesh's data × fsdp = {data_shards(mesh)} devices")
+    return rows + [rows[0] if fill is None else fill] * (size - len(rows))
 
 
 def batch_sharding(mesh, ndim):

@@ -335,6 +335,8 @@ class Llama(nnx.Module):
         rematerialised by the config's policy when there is no cache (remat only pays off under a
         backward pass; decoding runs layers plainly)."""
         c = self.config
+        if c.num_layers == 0:  # (a scan would still trace one layer of an empty stack)
+            return x, None if cache is None else cache[:2]
         graphdef, state = nnx.split(self.layers)
         windows = c.window_groups()[1]
 
