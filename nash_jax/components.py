@@ -70,7 +70,8 @@ def tokenizer_source(config, run):
 
 def load_policy(path, config, mesh):
     return hf.load_pretrained(path, mesh=mesh, dtype=config.model.dtype,
-                              param_dtype=config.model.param_dtype, remat=config.model.remat)
+                              param_dtype=config.model.param_dtype, remat=config.model.remat,
+                              attention=config.model.attention)
 
 
 def load_policy_tokenizer(config, run):
