@@ -14,6 +14,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from nash_jax.padding import bucket_size
+
 MESH_AXES = ("data", "fsdp", "tensor")
 
 LOGICAL_AXIS_RULES = {
@@ -100,14 +102,16 @@ def batch_multiple(mesh, micro_batches=1):
     return micro_batches * data_shards(mesh)
 
 
-def pad_to_shards(rows, mesh, *, size=None, fill=None):
-    """`rows` plus `fill` rows (default: copies of the first row) up to `size` (default: the next
-    multiple of the data shards); drop the padding rows from the results."""
+def pad_to_shards(rows, mesh, *, fill=None, bucket=False, buckets=None):
+    """`rows` plus `fill` rows (default: copies of the first row) up to the next multiple of the
+    mesh's data shards, or with `bucket`/`buckets`, up to the batch bucket (padding.bucket_size) that
+    is such a multiple. Drop the padding rows from the results."""
     rows = list(rows)
-    size = len(rows) + (-len(rows) % data_shards(mesh)) if size is None else size
-    if size < len(rows) or size % data_shards(mesh):
-        raise ValueError(f"cannot pad {len(rows)} rows to {size}: expected a size ≥ {len(rows)} and "
-                         f"a multiple of the mesh's data × fsdp = {data_shards(mesh)} devices")
+    shards = data_shards(mesh)
+    if bucket or buckets:
+        size = bucket_size(len(rows), buckets, multiple_of=shards, what="batch size")
+    else:
+        size = len(rows) + (-len(rows) % shards)
     return rows + [rows[0] if fill is None else fill] * (size - len(rows))
 
 

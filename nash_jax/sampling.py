@@ -187,10 +187,8 @@ def _prepare(prompts, vocab_size, mesh, prompt_buckets, batch_buckets, pad_id):
             raise ValueError(f"prompt {i} has token id {int(bad[0])} outside the vocabulary "
                              f"[0, {vocab_size})")
     width = bucket_size(max(len(p) for p in prompts), prompt_buckets, minimum=8, what="prompt length")
-    batch = bucket_size(len(prompts), batch_buckets, multiple_of=parallel.data_shards(mesh),
-                        what="batch size")
-    rows = parallel.pad_to_shards([list(map(int, p)) for p in prompts], mesh, size=batch,
-                                  fill=[pad_id])
+    rows = parallel.pad_to_shards([list(map(int, p)) for p in prompts], mesh, fill=[pad_id],
+                                  bucket=True, buckets=batch_buckets)
     tokens, segment_ids = left_pad(rows, width, pad_id)
     sharding = parallel.batch_sharding(mesh, 2)
     return (parallel.place_global_array(tokens, sharding),
