@@ -8,7 +8,8 @@ within 1.3x of 4 layers).
 
     python tools/bench/compile.py [--layers 4 16 32] [--cases train_step sampler]
 
-Other models add a case to CASES: a function (layers, scan) -> seconds of compilation, under a name.
+Other models add a case to CASES: a function (layers, scan) -> (seconds of compilation, {extra
+fields to print}), under a name.
 """
 
 import argparse
@@ -56,9 +57,12 @@ def train_step_compile_s(layers, scan):
              "win_rate": rng.uniform(size=BATCH).astype(np.float32),
              "anchor_logp": np.zeros(BATCH, np.float32)}
     placed = step.place(batch)
-    start = time.perf_counter()
-    step.jitted.lower(state, placed).compile()
-    return time.perf_counter() - start
+    start, cpu = time.perf_counter(), time.process_time()
+    lowered = step.jitted.lower(state, placed)
+    lowered.compile()
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    # CPU seconds and the program's size depend less (not at all) on how busy the machine is
+    return seconds, {"compile_cpu_s": round(cpu, 2), "hlo_lines": len(lowered.as_text().splitlines())}
 
 
 def sampler_compile_s(layers, scan):
@@ -69,12 +73,12 @@ def sampler_compile_s(layers, scan):
     prompts = [list(range(3, 3 + n)) for n in (5, 9, 12, 7)]
 
     def call():
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         generate(model, prompts, num_samples=2, max_new_tokens=16, key=jax.random.PRNGKey(0))
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu
 
-    first = call()
-    return first - min(call(), call())
+    (first, first_cpu), again = call(), min(call(), call())
+    return first - again[0], {"compile_cpu_s": round(first_cpu - again[1], 2)}
 
 
 CASES = {"train_step": train_step_compile_s, "sampler": sampler_compile_s}
@@ -90,9 +94,9 @@ def main():
             seconds = {}
             for layers in args.layers:
                 jax.clear_caches()
-                seconds[layers] = CASES[case](layers, scan)
+                seconds[layers], extra = CASES[case](layers, scan)
                 emit(case=f"compile_{case}", layers=layers, scan_layers=scan,
-                     compile_s=round(seconds[layers], 2), width=WIDTH["hidden_size"],
+                     compile_s=round(seconds[layers], 2), **extra, width=WIDTH["hidden_size"],
                      batch=BATCH, length=LENGTH, backend=jax.default_backend())
             deepest, shallowest = max(seconds), min(seconds)
             emit(case=f"compile_{case}_depth_ratio", scan_layers=scan,
