@@ -9,8 +9,8 @@ kernel runs it:
              (bf16/fp16 only; the mask goes in as a bias)
   splash     Pallas splash attention on TPU (self-attention without a cache; needs a TPU)
   auto       cudnn on GPU and splash on TPU where they apply (half-precision self-attention), else
-             xla on GPU/TPU; on CPU the reference path, measured faster there than xla (see
-             tools/bench/compile.py's notes in the report of issue 16)
+             xla on GPU/TPU; on CPU the reference path (forward+backward of B 4 × T 256, 8 heads
+             over 2 KV heads, fp32: 1.6x less CPU time than xla)
 
 Masking: a query attends to a key when both have the same segment id, the key is not padding
 (segment 0), the key's slot is not after the query's slot (causal), and, with a sliding window,
