@@ -91,10 +91,11 @@ def main():
     args = parser.parse_args()
     for case in args.cases:
         for scan in (True, False):
-            seconds = {}
+            seconds, cpu = {}, {}
             for layers in args.layers:
                 jax.clear_caches()
                 seconds[layers], extra = CASES[case](layers, scan)
+                cpu[layers] = extra.get("compile_cpu_s")
                 emit(case=f"compile_{case}", layers=layers, scan_layers=scan,
                      compile_s=round(seconds[layers], 2), **extra, width=WIDTH["hidden_size"],
                      batch=BATCH, length=LENGTH, backend=jax.default_backend())
@@ -102,6 +103,7 @@ def main():
             emit(case=f"compile_{case}_depth_ratio", scan_layers=scan,
                  layers=f"{deepest}/{shallowest}",
                  ratio=round(seconds[deepest] / seconds[shallowest], 3),
+                 cpu_ratio=round(cpu[deepest] / cpu[shallowest], 3) if cpu[shallowest] else None,
                  target="<= 1.3 when scanned")
 
 
