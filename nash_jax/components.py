@@ -40,7 +40,7 @@ def make_mesh(config, batch_sizes):
     mesh = parallel.make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
     shards = parallel.data_shards(mesh)
     for key, size in batch_sizes.items():
-        if size % (config.train.micro_batches * shards):
+        if size % parallel.batch_multiple(mesh, config.train.micro_batches):
             raise ValueError(f"{key}={size} does not split into train.micro_batches="
                              f"{config.train.micro_batches} micro-batches over the mesh's data × fsdp = "
                              f"{shards} devices; expected a multiple of "
@@ -72,7 +72,8 @@ def tokenizer_source(config, run):
 
 def load_policy(path, config, mesh):
     return hf.load_pretrained(path, mesh=mesh, dtype=config.model.dtype,
-                              param_dtype=config.model.param_dtype, remat=config.model.remat)
+                              param_dtype=config.model.param_dtype, remat=config.model.remat,
+                              attention=config.model.attention)
 
 
 def load_policy_tokenizer(config, run):

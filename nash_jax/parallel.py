@@ -14,6 +14,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from nash_jax.padding import bucket_size
+
 MESH_AXES = ("data", "fsdp", "tensor")
 
 LOGICAL_AXIS_RULES = {
@@ -26,6 +28,7 @@ LOGICAL_AXIS_RULES = {
     "head_dim": None,
     "norm": None,
     "length": None,
+    "layers": None,  # the stacked layer axis of scanned models: every device holds every layer
 }
 
 
@@ -94,10 +97,22 @@ def data_shards(mesh):
     return mesh.shape["data"] * mesh.shape["fsdp"]
 
 
-def pad_to_shards(rows, mesh):
-    """`rows` plus copies of its first row up to a multiple of the data shards (drop them after)."""
+def batch_multiple(mesh, micro_batches=1):
+    """What a global batch must be a multiple of: micro-batches × the data shards."""
+    return micro_batches * data_shards(mesh)
+
+
+def pad_to_shards(rows, mesh, *, fill=None, bucket=False, buckets=None):
+    """`rows` plus `fill` rows (default: copies of the first row) up to the next multiple of the
+    mesh's data shards, or with `bucket`/`buckets`, up to the batch bucket (padding.bucket_size) that
+    is such a multiple. Drop the padding rows from the results."""
     rows = list(rows)
-    return rows + [rows[0]] * (-len(rows) % data_shards(mesh))
+    shards = data_shards(mesh)
+    if bucket or buckets:
+        size = bucket_size(len(rows), buckets, multiple_of=shards, what="batch size")
+    else:
+        size = len(rows) + (-len(rows) % shards)
+    return rows + [rows[0] if fill is None else fill] * (size - len(rows))
 
 
 def batch_sharding(mesh, ndim):

@@ -22,47 +22,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from nash_jax.files import _umask, write_atomically, write_text_atomically  # noqa: F401
+
 CRASH_ENV = "NASH_JAX_CRASH_AT"  # fault injection for the resume tests: the name of a crash_point
-
-
-def write_atomically(path, write):
-    """Call write(tmp_path) on a temporary file beside `path`, then rename it into place.
-
-    A crash midway leaves at most a hidden `.NAME.*.tmp` file, never a truncated `NAME`. In a
-    multi-process run only process 0 writes (the others hold the same data).
-    """
-    from nash_jax.parallel import is_writer  # here, not at the top: `nash-jax game` never loads JAX
-
-    path = Path(path)
-    if not is_writer():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a plain open() follows the umask
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _read_umask():
-    mask = os.umask(0)  # the only way to read it; done once, at import, before any thread writes
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()
-
-
-def _umask():
-    return _UMASK
-
-
-def write_text_atomically(path, text):
-    write_atomically(path, lambda tmp: Path(tmp).write_text(text))
 
 
 def write_dir_atomically(path, write):

@@ -12,6 +12,8 @@ Log-probs come three ways for every sampled token:
 Tokens after EOS are padding and carry log-prob 0.
 """
 
+import weakref
+
 import flax.struct
 import jax
 import jax.numpy as jnp
@@ -103,13 +105,14 @@ def _fan_out(cache, k):
                    segment_ids=jnp.repeat(cache.segment_ids, k, axis=0), end=cache.end)
 
 
-def _decode(graphdefs, params, tokens, segment_ids, key, temperature, top_p, top_k, beta, eos_ids,
+def _decode(graphdefs, states, tokens, segment_ids, key, temperature, top_p, top_k, beta, eos_ids,
             pad_id, *, num_samples, max_new_tokens):
     """Prefill every model once, then sample from the β-mixture of their next-token distributions.
 
-    With one model β is ignored and the mixture is that model. Returns per-token arrays [B·K, N].
+    states: per model (params, rest). With one model β is ignored and the mixture is that model.
+    Returns per-token arrays [B·K, N].
     """
-    models = [nnx.merge(g, p) for g, p in zip(graphdefs, params)]
+    models = [nnx.merge(g, *state) for g, state in zip(graphdefs, states)]
     batch, prompt_len = tokens.shape
     rows = batch * num_samples
     positions = positions_from_segments(segment_ids)
@@ -183,18 +186,36 @@ def _prepare(prompts, vocab_size, mesh, prompt_buckets, batch_buckets, pad_id):
         if bad.size:
             raise ValueError(f"prompt {i} has token id {int(bad[0])} outside the vocabulary "
                              f"[0, {vocab_size})")
-    shards = parallel.data_shards(mesh)
     width = bucket_size(max(len(p) for p in prompts), prompt_buckets, minimum=8, what="prompt length")
-    batch = bucket_size(len(prompts), batch_buckets, multiple_of=shards, what="batch size")
-    rows = [list(map(int, p)) for p in prompts] + [[pad_id]] * (batch - len(prompts))
+    rows = parallel.pad_to_shards([list(map(int, p)) for p in prompts], mesh, fill=[pad_id],
+                                  bucket=True, buckets=batch_buckets)
     tokens, segment_ids = left_pad(rows, width, pad_id)
     sharding = parallel.batch_sharding(mesh, 2)
     return (parallel.place_global_array(tokens, sharding),
             parallel.place_global_array(segment_ids, sharding))
 
 
+# Per module: (graphdef, non-parameter state), split once. Online recipes sample every step with new
+# parameters (`params=`): they then reach the compiled decoder without re-splitting the module.
+_SPLITS = weakref.WeakKeyDictionary()
+
+
+def _split(model, params):
+    """(graphdef, (params, rest)) of `model`, with `params` (an nnx.State of its Params, e.g. a
+    TrainState's) in place of the module's own when given."""
+    if params is None:
+        graphdef, own, rest = nnx.split(model, nnx.Param, ...)
+        _SPLITS[model] = (graphdef, rest)
+        return graphdef, (own, rest)
+    if model not in _SPLITS:
+        graphdef, _, rest = nnx.split(model, nnx.Param, ...)
+        _SPLITS[model] = (graphdef, rest)
+    graphdef, rest = _SPLITS[model]
+    return graphdef, (params, rest)
+
+
 def _run(models, prompts, *, num_samples, max_new_tokens, temperature, top_p, top_k, beta,
-         eos_token_ids, key, mesh, pad_id, prompt_buckets, batch_buckets):
+         eos_token_ids, key, mesh, pad_id, prompt_buckets, batch_buckets, params=(None, None)):
     if num_samples < 1 or max_new_tokens < 1:
         raise ValueError(f"need num_samples ≥ 1 and max_new_tokens ≥ 1; got {num_samples}, "
                          f"{max_new_tokens}")
@@ -204,9 +225,9 @@ def _run(models, prompts, *, num_samples, max_new_tokens, temperature, top_p, to
     mesh = mesh or parallel.make_mesh(devices=jax.devices()[:1])
     tokens, segment_ids = _prepare(prompts, models[0].config.vocab_size, mesh, prompt_buckets,
                                    batch_buckets, pad_id)
-    graphdefs, params = zip(*(nnx.split(m) for m in models))
+    graphdefs, states = zip(*(_split(m, p) for m, p in zip(models, params)))
     eos = jnp.asarray(list(eos_token_ids) or [-1], jnp.int32)
-    out = _decode_jit(tuple(graphdefs), tuple(params), tokens, segment_ids, key,
+    out = _decode_jit(tuple(graphdefs), tuple(states), tokens, segment_ids, key,
                       jnp.float32(temperature), jnp.float32(top_p), jnp.int32(top_k), jnp.float32(beta),
                       eos, jnp.int32(pad_id), num_samples=num_samples, max_new_tokens=max_new_tokens)
     b = len(prompts)
@@ -220,8 +241,13 @@ def _run(models, prompts, *, num_samples, max_new_tokens, temperature, top_p, to
 
 
 def generate(model, prompts, *, num_samples, max_new_tokens, temperature=1.0, top_p=1.0, top_k=0,
-             eos_token_ids=(), key, mesh=None, pad_id=0, prompt_buckets=None, batch_buckets=None):
+             eos_token_ids=(), key, mesh=None, pad_id=0, prompt_buckets=None, batch_buckets=None,
+             params=None):
     """K = num_samples samples for each prompt (a list of token-id lists, any lengths) → Samples.
+
+    params: the model's parameters as an nnx.State (e.g. a TrainState's `params`) to sample with
+    instead of the module's own; the module is then split once and reused, and new parameters of the
+    same shapes and shardings recompile nothing.
 
     In a multi-process run every process passes the same prompts and key; each places its share of the
     batch, and every process gets all the samples back.
@@ -232,18 +258,20 @@ def generate(model, prompts, *, num_samples, max_new_tokens, temperature=1.0, to
     out = _run([model], prompts, num_samples=num_samples, max_new_tokens=max_new_tokens,
                temperature=temperature, top_p=top_p, top_k=top_k, beta=0.0,
                eos_token_ids=eos_token_ids, key=key, mesh=mesh, pad_id=pad_id,
-               prompt_buckets=prompt_buckets, batch_buckets=batch_buckets)
+               prompt_buckets=prompt_buckets, batch_buckets=batch_buckets, params=(params,))
     return Samples(tokens=out["tokens"], lengths=out["lengths"], logprobs=out["logprobs"],
                    logprobs_raw=out["raw"][0], finished=out["finished"])
 
 
 def mixture_generate(policy, reference, beta, prompts, *, num_samples=1, max_new_tokens,
                      temperature=1.0, top_p=1.0, top_k=0, eos_token_ids=(), key, mesh=None, pad_id=0,
-                     prompt_buckets=None, batch_buckets=None):
+                     prompt_buckets=None, batch_buckets=None, policy_params=None,
+                     reference_params=None):
     """Sample from the token-wise geometric mixture softmax((1 − β) log π + β log μ) → MixtureSamples.
 
     β weights the reference μ (NLHF's and TRL's convention): β = 0 is the policy, β = 1 the reference.
     Both models are prefilled once and decoded in lock-step, each with its own KV cache.
+    policy_params / reference_params: as `params` of `generate`.
     """
     if not 0.0 <= beta <= 1.0:
         raise ValueError(f"mixture weight beta={beta!r}; expected [0, 1]")
@@ -253,7 +281,8 @@ def mixture_generate(policy, reference, beta, prompts, *, num_samples=1, max_new
     out = _run([policy, reference], prompts, num_samples=num_samples, max_new_tokens=max_new_tokens,
                temperature=temperature, top_p=top_p, top_k=top_k, beta=beta,
                eos_token_ids=eos_token_ids, key=key, mesh=mesh, pad_id=pad_id,
-               prompt_buckets=prompt_buckets, batch_buckets=batch_buckets)
+               prompt_buckets=prompt_buckets, batch_buckets=batch_buckets,
+               params=(policy_params, reference_params))
     return MixtureSamples(tokens=out["tokens"], lengths=out["lengths"], logprobs=out["logprobs"],
                           logprobs_policy=out["raw"][0], logprobs_reference=out["raw"][1],
                           logprobs_mixture=out["mixture"], finished=out["finished"])

@@ -200,6 +200,29 @@ def test_prompts_within_a_bucket_and_new_sampling_settings_do_not_recompile(hf_m
     assert sampling._decode_jit._cache_size() == compiled + 2
 
 
+def test_new_params_reach_the_sampler_without_resplitting_or_recompiling(hf_model_dir, monkeypatch):
+    """Online recipes sample every step with updated parameters: passing them as `params=` uses the
+    module split once, compiles nothing new, and samples from the new parameters."""
+    model = load_pretrained(hf_model_dir("qwen3")[0])
+    args = dict(num_samples=2, max_new_tokens=4, temperature=0.0, key=KEY)
+    before = generate(model, PROMPTS, **args)
+    compiled = sampling._decode_jit._cache_size()
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    noise = iter(jax.random.split(jax.random.PRNGKey(3), len(jax.tree.leaves(params))))
+    new_params = jax.tree.map(lambda a: a + 0.05 * jax.random.normal(next(noise), a.shape), params)
+    splits = []
+    real_split = nnx.split
+    monkeypatch.setattr(nnx, "split", lambda *a, **k: splits.append(a) or real_split(*a, **k))
+    after = generate(model, PROMPTS, params=new_params, **args)
+    assert splits == [], f"the module was split {len(splits)} times"
+    assert sampling._decode_jit._cache_size() == compiled, "new parameters recompiled the sampler"
+    monkeypatch.undo()
+    expected = generate(nnx.merge(graphdef, new_params, rest), PROMPTS, **args)
+    np.testing.assert_array_equal(after.tokens, expected.tokens)
+    np.testing.assert_allclose(after.logprobs_raw, expected.logprobs_raw, atol=1e-6)
+    assert np.max(np.abs(after.logprobs_raw - before.logprobs_raw)) > 1e-3, "old parameters used"
+
+
 def test_text_helper_applies_the_chat_template_and_decodes(tmp_path):
     tokenizer = write_tokenizer(tmp_path)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_layers=1,

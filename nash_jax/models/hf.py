@@ -9,21 +9,17 @@ that reads HF checkpoints) loads the result.
 
 import dataclasses
 import json
-import re
 import shutil
 import weakref
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 from flax import nnx
-from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
-from nash_jax import parallel
+from nash_jax.files import write_atomically, write_text_atomically
+from nash_jax.models import loading
 from nash_jax.models.llama import Llama, LlamaConfig
-from nash_jax.runs import write_atomically, write_text_atomically
 
 SUPPORTED = {  # model_type -> the architectures name transformers writes
     "llama": "LlamaForCausalLM",
@@ -37,82 +33,29 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 DTYPES = ("float32", "bfloat16", "float16")
 DEFAULT_MAX_SHARD_BYTES = 5 * 2**30
 
-# HF key <-> our parameter path (dotted), and how an HF tensor becomes ours. Placeholders match
-# PLACEHOLDERS; the first rule that matches wins.
-KEY_MAP = [
-    ("model.embed_tokens.weight", "embed", "copy"),
-    ("lm_head.weight", "lm_head", "copy"),
-    ("model.norm.weight", "final_norm.weight", "copy"),
-    ("model.layers.{i}.input_layernorm.weight", "layers.{i}.input_norm.weight", "copy"),
-    ("model.layers.{i}.post_attention_layernorm.weight", "layers.{i}.post_attn_norm.weight", "copy"),
-    ("model.layers.{i}.self_attn.{qkv}_proj.weight", "layers.{i}.attn.{qkv}_proj", "in_heads"),
-    ("model.layers.{i}.self_attn.{qkv}_proj.bias", "layers.{i}.attn.{qkv}_bias", "heads"),
-    ("model.layers.{i}.self_attn.o_proj.weight", "layers.{i}.attn.o_proj", "heads_out"),
-    ("model.layers.{i}.self_attn.o_proj.bias", "layers.{i}.attn.o_bias", "copy"),
-    ("model.layers.{i}.self_attn.{qk}_norm.weight", "layers.{i}.attn.{qk}_norm.weight", "copy"),
-    ("model.layers.{i}.mlp.{mlp}_proj.weight", "layers.{i}.mlp.{mlp}_proj", "transpose"),
-    ("model.layers.{i}.mlp.{mlp}_proj.bias", "layers.{i}.mlp.{mlp}_bias", "copy"),
-]
-PLACEHOLDERS = {"i": r"\d+", "qkv": "q|k|v", "qk": "q|k", "mlp": "gate|up|down"}
-IGNORED = re.compile(r".*rotary_emb\.inv_freq$")  # buffers that old checkpoints carry
-
-
-def _template_regex(template):
-    pattern = re.escape(template)
-    for name, values in PLACEHOLDERS.items():
-        pattern = pattern.replace(re.escape("{" + name + "}"), f"(?P<{name}>{values})")
-    return re.compile(pattern)
-
-
-_RULES = [(_template_regex(hf), _template_regex(ours), hf, ours, kind) for hf, ours, kind in KEY_MAP]
-
-
-def hf_to_ours(hf_key):
-    """(our dotted parameter path, transform kind), or None for a key we do not know."""
-    for hf_regex, _, _, ours, kind in _RULES:
-        match = hf_regex.fullmatch(hf_key)
-        if match:
-            return ours.format(**match.groupdict()), kind
-    return None
-
-
-def ours_to_hf(path):
-    """(HF key, transform kind) for our dotted parameter path."""
-    for _, ours_regex, hf, _, kind in _RULES:
-        match = ours_regex.fullmatch(path)
-        if match:
-            return hf.format(**match.groupdict()), kind
-    raise KeyError(f"no HF key for parameter {path}")
-
-
-def _to_ours(kind, hf, shape):
-    """HF tensor (Linear weights are [out, in]) -> our layout of `shape`."""
-    if kind == "copy":
-        return hf
-    if kind in ("in_heads", "transpose"):  # [heads*dim, embed] -> [embed, heads, dim] / [in, out]
-        return hf.T.reshape(shape)
-    if kind == "heads":  # [heads*dim] -> [heads, dim]
-        return hf.reshape(shape)
-    if kind == "heads_out":  # [embed, heads*dim] -> [heads, dim, embed]
-        return hf.T.reshape(shape)
-    raise AssertionError(kind)
-
-
-def _to_hf(kind, ours):
-    if kind == "copy":
-        return ours
-    if kind in ("in_heads", "transpose"):
-        return ours.reshape(ours.shape[0], -1).T
-    if kind == "heads":
-        return ours.reshape(-1)
-    if kind == "heads_out":
-        return ours.reshape(-1, ours.shape[-1]).T
-    raise AssertionError(kind)
-
-
-def _hf_shape(kind, shape):
-    """The HF shape of one of our parameters, computed abstractly (no allocation)."""
-    return jax.eval_shape(lambda x: _to_hf(kind, x), jax.ShapeDtypeStruct(shape, jnp.int8)).shape
+# HF key <-> our parameter path: layers are stacked, so `{layer}` picks the slot of a stacked parameter.
+KEY_MAP = loading.KeyMap([
+    loading.Rule("model.embed_tokens.weight", "embed"),
+    loading.Rule("lm_head.weight", "lm_head"),
+    loading.Rule("model.norm.weight", "final_norm.weight"),
+    loading.Rule("model.layers.{layer}.input_layernorm.weight", "layers.input_norm.weight"),
+    loading.Rule("model.layers.{layer}.post_attention_layernorm.weight",
+                 "layers.post_attn_norm.weight"),
+    loading.Rule("model.layers.{layer}.self_attn.{qkv}_proj.weight", "layers.attn.{qkv}_proj",
+                 loading.IN_HEADS),
+    loading.Rule("model.layers.{layer}.self_attn.{qkv}_proj.bias", "layers.attn.{qkv}_bias",
+                 loading.HEADS),
+    loading.Rule("model.layers.{layer}.self_attn.o_proj.weight", "layers.attn.o_proj",
+                 loading.HEADS_OUT),
+    loading.Rule("model.layers.{layer}.self_attn.o_proj.bias", "layers.attn.o_bias"),
+    loading.Rule("model.layers.{layer}.self_attn.{qk}_norm.weight", "layers.attn.{qk}_norm.weight"),
+    loading.Rule("model.layers.{layer}.mlp.{mlp}_proj.weight", "layers.mlp.{mlp}_proj",
+                 loading.TRANSPOSE),
+    loading.Rule("model.layers.{layer}.mlp.{mlp}_proj.bias", "layers.mlp.{mlp}_bias"),
+], placeholders={"qkv": "q|k|v", "qk": "q|k", "mlp": "gate|up|down"},
+    ignored=r".*rotary_emb\.inv_freq")  # buffers that old checkpoints carry
+# Some tied checkpoints store the head too; the embedding is what a tied model uses.
+TIED_KEY_MAP = dataclasses.replace(KEY_MAP, ignored=KEY_MAP.ignored + r"|lm_head\.weight")
 
 
 def config_from_hf(hf, *, dtype="float32", param_dtype=None, source="config.json"):
@@ -201,24 +144,12 @@ def _weight_files(path):
         return {key: path / name for key, name in weight_map.items()}
     single = path / "model.safetensors"
     if single.is_file():
-        with _open(single) as f:
+        with loading.open_safetensors(single) as f:
             return {key: single for key in f.keys()}
     others = sorted(p.name for p in path.glob("*.bin")) + sorted(p.name for p in path.glob("*.pt"))
     hint = f" (found {others}: convert them to safetensors first)" if others else ""
     raise FileNotFoundError(f"{path} has neither model.safetensors nor "
                             f"model.safetensors.index.json{hint}")
-
-
-def _open(file):
-    try:
-        return safe_open(str(file), framework="numpy")
-    except (SafetensorError, OSError) as err:
-        raise ValueError(f"{file}: cannot read safetensors header: {err}") from None
-
-
-def _flat_params(state):
-    """{dotted path: Variable} for every variable of an NNX state."""
-    return {".".join(str(p) for p in path): variable for path, variable in nnx.to_flat_state(state)}
 
 
 # Where each loaded model came from (for its tokenizer files on export). Kept beside the module rather
@@ -227,70 +158,31 @@ def _flat_params(state):
 _SOURCE_DIRS = weakref.WeakKeyDictionary()
 
 
-def load_pretrained(path, *, mesh=None, dtype="float32", param_dtype=None, remat=False):
+def load_pretrained(path, *, mesh=None, dtype="float32", param_dtype=None, remat=False,
+                    attention="auto", scan_layers=True):
     """A ready Llama-family NNX model from a local HF directory, its weights placed on `mesh`.
 
-    dtype: compute dtype; param_dtype: storage dtype (defaults to dtype). Without a mesh, the
-    parameters go to the default device. Each tensor is read, converted and placed on its devices
-    before the next is read, so the host never holds a second copy of the model.
+    dtype: compute dtype; param_dtype: storage dtype (defaults to dtype); remat: per-layer policy
+    (see llama.REMAT_POLICIES; True = "full"); attention: see models/attention.py. Without a mesh, the
+    parameters go to the default device. The whole checkpoint is checked from its headers first;
+    then each parameter is read (a stacked one layer by layer into one buffer) and placed on its
+    devices before the next, so the host never holds a second copy of the model.
     """
     path = Path(path)
     hf = read_config(path)
     config = config_from_hf(hf, dtype=dtype, param_dtype=param_dtype,
                             source=str(path / "config.json"))
-    config = dataclasses.replace(config, remat=remat)
+    config = dataclasses.replace(config, remat=remat, attention=attention, scan_layers=scan_layers)
     graphdef, state = nnx.split(nnx.eval_shape(lambda: Llama(config, rngs=nnx.Rngs(0))))
-    expected = _flat_params(state)
-    plan, handles = _check_checkpoint(path, hf, config, expected)
-
-    target_dtype = jnp.dtype(config.param_dtype)
-    for ours, (hf_key, file, kind) in plan.items():
-        variable = expected[ours]
-        host = _to_ours(kind, handles[file].get_tensor(hf_key), variable.get_value().shape)
-        host = np.asarray(host).astype(target_dtype)
-        if mesh is None:
-            variable.set_value(jax.device_put(host))
-        else:
-            sharding = parallel.variable_sharding(variable, mesh)
-            variable.set_value(jax.make_array_from_callback(host.shape, sharding,
-                                                            lambda idx, host=host: host[idx]))
+    loading.load_into(state, key_map(config), loading.SafetensorsSource(_weight_files(path)),
+                      mesh=mesh, what=f"checkpoint {path} does not match the {hf['model_type']} model")
     model = nnx.merge(graphdef, state)
     _SOURCE_DIRS[model] = str(path)
     return model
 
 
-def _check_checkpoint(path, hf, config, expected):
-    """Match every checkpoint tensor to a parameter by name and shape, reading headers only.
-
-    Returns ({our path: (hf key, file, kind)}, {file: open handle}); raises one ValueError that lists
-    every missing, unexpected and mis-shaped tensor.
-    """
-    files = _weight_files(path)
-    plan, handles, problems = {}, {}, []
-    for hf_key, file in sorted(files.items()):
-        if IGNORED.fullmatch(hf_key):
-            continue
-        mapped = hf_to_ours(hf_key)
-        if mapped is None or mapped[0] not in expected:
-            if config.tie_word_embeddings and hf_key == "lm_head.weight":
-                continue  # some tied checkpoints store the head too; the embedding is what we use
-            problems.append(f"unexpected tensor {hf_key!r} in {file.name}")
-            continue
-        ours, kind = mapped
-        if file not in handles:
-            handles[file] = _open(file)
-        hf_shape = tuple(handles[file].get_slice(hf_key).get_shape())
-        want = _hf_shape(kind, expected[ours].get_value().shape)
-        if hf_shape != want:
-            problems.append(f"tensor {hf_key!r} in {file.name} has shape {list(hf_shape)}; "
-                            f"expected {list(want)}")
-        plan[ours] = (hf_key, file, kind)
-    for ours in sorted(set(expected) - set(plan)):
-        problems.append(f"missing tensor {ours_to_hf(ours)[0]!r} (for parameter {ours})")
-    if problems:
-        raise ValueError(f"checkpoint {path} does not match the {hf['model_type']} model "
-                         f"({len(problems)} problems):\n  " + "\n  ".join(problems))
-    return plan, handles
+def key_map(config):
+    return TIED_KEY_MAP if config.tie_word_embeddings else KEY_MAP
 
 
 def save_pretrained(model, path, *, tokenizer_dir=None, max_shard_bytes=DEFAULT_MAX_SHARD_BYTES):
@@ -305,10 +197,7 @@ def save_pretrained(model, path, *, tokenizer_dir=None, max_shard_bytes=DEFAULT_
     hf["torch_dtype"] = hf["dtype"] = config.param_dtype
     hf.setdefault("architectures", [SUPPORTED[hf["model_type"]]])
 
-    tensors = {}
-    for ours, variable in _flat_params(nnx.state(model, nnx.Param)).items():
-        hf_key, kind = ours_to_hf(ours)
-        tensors[hf_key] = np.ascontiguousarray(_to_hf(kind, parallel.gather_to_host(variable[...])))
+    tensors = loading.checkpoint_tensors(nnx.state(model, nnx.Param), key_map(config))
     if jax.process_index() != 0:
         return path
     path.mkdir(parents=True, exist_ok=True)

@@ -5,11 +5,19 @@ The variants differ only in flags of `LlamaConfig`: q/k/v (and o) biases for Qwe
 layers, tied embeddings. Numerics follow transformers: RMSNorm and softmax in fp32, matmuls in the
 compute dtype, logits returned in fp32.
 
-Forward: `model(tokens [B, T], positions [B, T], segment_ids [B, T], cache=None) -> (logits, cache)`.
-Segment id 0 marks padding; a token attends to earlier tokens of its own segment, so left padding,
-right padding and packed sequences all work. With a `KVCache`, the T new tokens are written at slots
-`cache.end .. cache.end + T - 1` and attend to everything already in the cache: one call with the whole
-prompt is the prefill, calls with T = 1 are decode steps.
+Forward: `model(tokens [B, T], positions [B, T], segment_ids [B, T], cache=None) -> (logits, cache)`,
+which is `hidden_states(...)` (the final-normed hidden states and the cache) followed by the
+unembedding. Segment id 0 marks padding; a token attends to earlier tokens of its own segment, so left
+padding, right padding and packed sequences all work. With a `KVCache`, the T new tokens are written
+at slots `cache.end .. cache.end + T - 1` and attend to everything already in the cache: one call with
+the whole prompt is the prefill, calls with T = 1 are decode steps.
+
+Layers are stored stacked: every parameter of `model.layers` has a leading layer axis (logical name
+"layers"), and the forward runs one layer's program under `jax.lax.scan`, so that compile time does not
+grow with depth. `scan_layers=False` runs the same stacked parameters in a Python loop (one program per
+layer: for the compile benchmark and the parity tests). Layers whose sliding windows differ (Qwen2's
+`max_window_layers`) share the scan: each carries the index of its window, and a `lax.switch` picks the
+attention program for it.
 """
 
 import math
@@ -21,9 +29,16 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from nash_jax.models.attention import attention, check_implementation
 from nash_jax.models.params import param
 
-_MASKED = -1e30  # finite, so that a fully masked (padding) query row stays NaN-free
+# remat: what a layer keeps for the backward pass (the rest is recomputed)
+REMAT_POLICIES = {
+    "none": None,  # keep everything: no recomputation
+    "full": jax.checkpoint_policies.nothing_saveable,  # keep only the layer's input
+    "dots": jax.checkpoint_policies.checkpoint_dots,  # keep matmul outputs
+    "dots_with_no_batch_dims": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
 
 
 @dataclass(frozen=True)
@@ -46,7 +61,9 @@ class LlamaConfig:
     sliding_windows: tuple = ()  # per layer: window length or None; empty = full attention everywhere
     dtype: str = "float32"  # compute dtype
     param_dtype: str = "float32"
-    remat: bool = False  # rematerialise each layer in the backward pass
+    remat: str = "none"  # one of REMAT_POLICIES, per layer; True/False are read as "full"/"none"
+    scan_layers: bool = True  # False: a Python loop over layers (compiles each layer separately)
+    attention: str = "auto"  # see models/attention.py
     hf_config: dict = field(default_factory=dict, compare=False, repr=False)  # config.json as read
 
     def __post_init__(self):
@@ -55,9 +72,21 @@ class LlamaConfig:
                              f"num_kv_heads={self.num_kv_heads}")
         if self.sliding_windows and len(self.sliding_windows) != self.num_layers:
             raise ValueError(f"{len(self.sliding_windows)} sliding windows for {self.num_layers} layers")
+        if isinstance(self.remat, bool):  # the old flag: per-layer full remat or none
+            object.__setattr__(self, "remat", "full" if self.remat else "none")
+        if self.remat not in REMAT_POLICIES:
+            raise ValueError(f"remat={self.remat!r}; expected one of {sorted(REMAT_POLICIES)} "
+                             f"(or true/false)")
+        check_implementation(self.attention)
 
     def window(self, layer):
         return self.sliding_windows[layer] if self.sliding_windows else None
+
+    def window_groups(self):
+        """(distinct windows in order of first use, per-layer index into them [L] int32)."""
+        per_layer = [self.window(i) for i in range(self.num_layers)]
+        distinct = list(dict.fromkeys(per_layer))
+        return distinct, np.asarray([distinct.index(w) for w in per_layer], np.int32)
 
 
 def rope_inverse_frequencies(config):
@@ -127,9 +156,17 @@ class KVCache:
         return self.keys.shape[3]
 
 
+def stacked_param(layers, rngs, shape, axes, dtype, init="normal"):
+    """A parameter with a leading layer axis when `layers` is set (the stacked layout of scanned
+    layers), a plain one otherwise."""
+    if layers is None:
+        return param(rngs, shape, axes, dtype, init)
+    return param(rngs, (layers, *shape), ("layers", *axes), dtype, init)
+
+
 class RMSNorm(nnx.Module):
-    def __init__(self, dim, eps, axis_name, param_dtype, rngs):
-        self.weight = param(rngs, (dim,), (axis_name,), param_dtype, init="ones")
+    def __init__(self, dim, eps, axis_name, param_dtype, rngs, layers=None):
+        self.weight = stacked_param(layers, rngs, (dim,), (axis_name,), param_dtype, init="ones")
         self.eps = eps
 
     def __call__(self, x):
@@ -139,28 +176,29 @@ class RMSNorm(nnx.Module):
 
 
 class Attention(nnx.Module):
-    def __init__(self, config, layer, rngs):
-        c, pd = config, config.param_dtype
-        self.config, self.window = config, config.window(layer)
-        self.q_proj = param(rngs, (c.hidden_size, c.num_heads, c.head_dim),
-                             ("embed", "heads", "head_dim"), pd)
-        self.k_proj = param(rngs, (c.hidden_size, c.num_kv_heads, c.head_dim),
-                             ("embed", "kv_heads", "head_dim"), pd)
-        self.v_proj = param(rngs, (c.hidden_size, c.num_kv_heads, c.head_dim),
-                             ("embed", "kv_heads", "head_dim"), pd)
-        self.o_proj = param(rngs, (c.num_heads, c.head_dim, c.hidden_size),
-                             ("heads", "head_dim", "embed"), pd)
+    def __init__(self, config, rngs, layers=None):
+        c, pd, n = config, config.param_dtype, layers
+        self.config = config
+        self.q_proj = stacked_param(n, rngs, (c.hidden_size, c.num_heads, c.head_dim),
+                                    ("embed", "heads", "head_dim"), pd)
+        self.k_proj = stacked_param(n, rngs, (c.hidden_size, c.num_kv_heads, c.head_dim),
+                                    ("embed", "kv_heads", "head_dim"), pd)
+        self.v_proj = stacked_param(n, rngs, (c.hidden_size, c.num_kv_heads, c.head_dim),
+                                    ("embed", "kv_heads", "head_dim"), pd)
+        self.o_proj = stacked_param(n, rngs, (c.num_heads, c.head_dim, c.hidden_size),
+                                    ("heads", "head_dim", "embed"), pd)
         if c.qkv_bias:
-            self.q_bias = param(rngs, (c.num_heads, c.head_dim), ("heads", "head_dim"), pd, "zeros")
-            self.k_bias = param(rngs, (c.num_kv_heads, c.head_dim), ("kv_heads", "head_dim"), pd,
-                                 "zeros")
-            self.v_bias = param(rngs, (c.num_kv_heads, c.head_dim), ("kv_heads", "head_dim"), pd,
-                                 "zeros")
+            self.q_bias = stacked_param(n, rngs, (c.num_heads, c.head_dim), ("heads", "head_dim"), pd,
+                                        "zeros")
+            self.k_bias = stacked_param(n, rngs, (c.num_kv_heads, c.head_dim),
+                                        ("kv_heads", "head_dim"), pd, "zeros")
+            self.v_bias = stacked_param(n, rngs, (c.num_kv_heads, c.head_dim),
+                                        ("kv_heads", "head_dim"), pd, "zeros")
         if c.o_bias:
-            self.o_bias = param(rngs, (c.hidden_size,), ("embed",), pd, "zeros")
+            self.o_bias = stacked_param(n, rngs, (c.hidden_size,), ("embed",), pd, "zeros")
         if c.qk_norm:
-            self.q_norm = RMSNorm(c.head_dim, c.rms_norm_eps, "head_dim", pd, rngs)
-            self.k_norm = RMSNorm(c.head_dim, c.rms_norm_eps, "head_dim", pd, rngs)
+            self.q_norm = RMSNorm(c.head_dim, c.rms_norm_eps, "head_dim", pd, rngs, n)
+            self.k_norm = RMSNorm(c.head_dim, c.rms_norm_eps, "head_dim", pd, rngs, n)
 
     def _project(self, x, name):
         dtype = x.dtype
@@ -169,15 +207,16 @@ class Attention(nnx.Module):
             y = y + getattr(self, f"{name}_bias")[...].astype(dtype)
         return y
 
-    def __call__(self, x, rope, masks, cache=None):
-        """rope: (cos, sin) tables; masks: {window: bool [B, 1, 1, T, S]}; cache: None, or
-        (keys, values [L, B, KV, S, D], layer, end): the new keys and values are written into it at
-        (layer, end), attention reads the whole layer, and the updated cache is returned."""
+    def __call__(self, x, context, window, cache=None):
+        """context: what every layer shares (rope tables, segment ids, slots); window: an index into
+        config.window_groups()[0] (int, or traced under scan); cache: None, or (keys, values
+        [L, B, KV, S, D], layer, end): the new keys and values are written at (layer, end), attention
+        reads the whole layer, and the updated cache is returned."""
         c = self.config
         q, k, v = (self._project(x, name) for name in ("q", "k", "v"))
         if c.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        q, k = apply_rope(q, *context["rope"]), apply_rope(k, *context["rope"])
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, KV, T, D]
         if cache is None:
             keys, values = k, v
@@ -186,56 +225,36 @@ class Attention(nnx.Module):
             at = (layer, 0, 0, end, 0)
             all_keys = jax.lax.dynamic_update_slice(all_keys, k[None].astype(all_keys.dtype), at)
             all_values = jax.lax.dynamic_update_slice(all_values, v[None].astype(all_values.dtype), at)
-            keys, values = all_keys[layer].astype(q.dtype), all_values[layer].astype(q.dtype)
+            keys, values = all_keys[layer], all_values[layer]
             cache = (all_keys, all_values, layer, end)
-        out = attend(q, keys, values, masks[str(self.window)])
+        masking = {name: context[name] for name in ("q_segment_ids", "kv_segment_ids", "q_slots",
+                                                    "kv_slots")}
+        windows = c.window_groups()[0]
+        branches = [lambda q, k, v, w=w: attention(q, k, v, window=w, implementation=c.attention,
+                                                    **masking) for w in windows]
+        if len(branches) == 1 or isinstance(window, (int, np.integer)):
+            out = branches[int(window) if len(branches) > 1 else 0](q, keys, values)
+        else:  # layers with different windows in one scan: run the program of this layer's window
+            out = jax.lax.switch(window, branches, q, keys, values)
         y = jnp.einsum("bthd,hde->bte", out, self.o_proj[...].astype(x.dtype))
         if c.o_bias:
             y = y + self.o_bias[...].astype(x.dtype)
         return y, cache
 
 
-def attention_mask(query_segments, key_segments, query_slots, key_slots, window):
-    """bool [B, 1, 1, T, S]: same segment, key not padding, causal, and within the sliding window.
-
-    Segments are [B, T] / [B, S]; slots [T] / [S] are positions in the sequence buffer.
-    """
-    allowed = ((query_segments[:, :, None] == key_segments[:, None, :])
-               & (key_segments[:, None, :] > 0)
-               & (key_slots[None, None, :] <= query_slots[None, :, None]))
-    if window is not None:
-        allowed &= query_slots[None, :, None] - key_slots[None, None, :] < window
-    return allowed[:, None, None]
-
-
-def attend(q, k, v, mask):
-    """Grouped-query attention: q [B, T, H, D]; k, v [B, KV, S, D]; mask [B, 1, 1, T, S].
-
-    The G query heads that share a KV head are stacked along the query axis, so both matmuls are
-    plain batched matmuls over (B, KV) on head-major keys: no transposes of the (cached) keys, and on
-    XLA:CPU about 1.3x faster forward+backward than a 5-d einsum over [B, T, KV, G, D].
-    """
-    b, t, h, d = q.shape
-    kv, s = k.shape[1], k.shape[2]
-    g = h // kv
-    q = (q * (1.0 / math.sqrt(d))).reshape(b, t, kv, g, d).transpose(0, 2, 3, 1, 4)
-    q = q.reshape(b, kv, g * t, d)
-    scores = jnp.einsum("bkqd,bksd->bkqs", q, k).astype(jnp.float32).reshape(b, kv, g, t, s)
-    probs = jax.nn.softmax(jnp.where(mask, scores, _MASKED), axis=-1).astype(v.dtype)
-    out = jnp.einsum("bkqs,bksd->bkqd", probs.reshape(b, kv, g * t, s), v)
-    return out.reshape(b, kv, g, t, d).transpose(0, 3, 1, 2, 4).reshape(b, t, h, d)
-
-
 class MLP(nnx.Module):
-    def __init__(self, config, rngs):
-        c, pd = config, config.param_dtype
-        self.gate_proj = param(rngs, (c.hidden_size, c.intermediate_size), ("embed", "mlp"), pd)
-        self.up_proj = param(rngs, (c.hidden_size, c.intermediate_size), ("embed", "mlp"), pd)
-        self.down_proj = param(rngs, (c.intermediate_size, c.hidden_size), ("mlp", "embed"), pd)
+    def __init__(self, config, rngs, layers=None):
+        c, pd, n = config, config.param_dtype, layers
+        self.gate_proj = stacked_param(n, rngs, (c.hidden_size, c.intermediate_size), ("embed", "mlp"),
+                                       pd)
+        self.up_proj = stacked_param(n, rngs, (c.hidden_size, c.intermediate_size), ("embed", "mlp"),
+                                     pd)
+        self.down_proj = stacked_param(n, rngs, (c.intermediate_size, c.hidden_size),
+                                       ("mlp", "embed"), pd)
         if c.mlp_bias:
-            self.gate_bias = param(rngs, (c.intermediate_size,), ("mlp",), pd, "zeros")
-            self.up_bias = param(rngs, (c.intermediate_size,), ("mlp",), pd, "zeros")
-            self.down_bias = param(rngs, (c.hidden_size,), ("embed",), pd, "zeros")
+            self.gate_bias = stacked_param(n, rngs, (c.intermediate_size,), ("mlp",), pd, "zeros")
+            self.up_bias = stacked_param(n, rngs, (c.intermediate_size,), ("mlp",), pd, "zeros")
+            self.down_bias = stacked_param(n, rngs, (c.hidden_size,), ("embed",), pd, "zeros")
         self.bias = c.mlp_bias
 
     def __call__(self, x):
@@ -249,15 +268,19 @@ class MLP(nnx.Module):
 
 
 class DecoderLayer(nnx.Module):
-    def __init__(self, config, layer, rngs):
-        pd = config.param_dtype
-        self.input_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, "norm", pd, rngs)
-        self.attn = Attention(config, layer, rngs)
-        self.post_attn_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, "norm", pd, rngs)
-        self.mlp = MLP(config, rngs)
+    """One decoder layer; built with `layers=L`, it holds all L layers' parameters stacked, and a
+    slice of its state along the leading axis is one layer (what the scan body runs)."""
 
-    def __call__(self, x, rope, masks, cache=None):
-        attn_out, cache = self.attn(self.input_norm(x), rope, masks, cache)
+    def __init__(self, config, rngs, layers=None):
+        pd = config.param_dtype
+        self.input_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, "norm", pd, rngs, layers)
+        self.attn = Attention(config, rngs, layers)
+        self.post_attn_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, "norm", pd, rngs,
+                                      layers)
+        self.mlp = MLP(config, rngs, layers)
+
+    def __call__(self, x, context, window, cache=None):
+        attn_out, cache = self.attn(self.input_norm(x), context, window, cache)
         x = x + attn_out
         return x + self.mlp(self.post_attn_norm(x)), cache
 
@@ -267,48 +290,75 @@ class Llama(nnx.Module):
         c, pd = config, config.param_dtype
         self.config = config
         self.embed = param(rngs, (c.vocab_size, c.hidden_size), ("vocab", "embed"), pd)
-        self.layers = nnx.List([DecoderLayer(c, i, rngs) for i in range(c.num_layers)])
+        self.layers = DecoderLayer(c, rngs, layers=c.num_layers)
         self.final_norm = RMSNorm(c.hidden_size, c.rms_norm_eps, "norm", pd, rngs)
         if not c.tie_word_embeddings:
             self.lm_head = param(rngs, (c.vocab_size, c.hidden_size), ("vocab", "embed"), pd)
 
     def __call__(self, tokens, positions=None, segment_ids=None, cache=None):
         """logits [B, T, V] float32 and the updated cache (None without one)."""
+        hidden, cache = self.hidden_states(tokens, positions, segment_ids, cache)
+        head = self.unembedding().astype(hidden.dtype)
+        return jnp.einsum("bte,ve->btv", hidden, head).astype(jnp.float32), cache
+
+    def unembedding(self):
+        """The [V, E] output head (the embedding when tied), in the parameter dtype."""
+        return (self.embed if self.config.tie_word_embeddings else self.lm_head)[...]
+
+    def hidden_states(self, tokens, positions=None, segment_ids=None, cache=None):
+        """(final-normed hidden states [B, T, E] in the compute dtype, the updated cache or None)."""
         c = self.config
         dtype = jnp.dtype(c.dtype)
         if segment_ids is None:
             segment_ids = jnp.ones(tokens.shape, jnp.int32)
         if positions is None:
             positions = positions_from_segments(segment_ids)
-        rope = rope_tables(positions, jnp.asarray(rope_inverse_frequencies(c)), dtype)
+        context = {"rope": rope_tables(positions, jnp.asarray(rope_inverse_frequencies(c)), dtype),
+                   "q_segment_ids": segment_ids, "kv_segment_ids": None, "q_slots": None,
+                   "kv_slots": None}
         x = jnp.take(self.embed[...], tokens, axis=0).astype(dtype)
-
         t = tokens.shape[1]
         if cache is None:
-            key_segments, query_slots, key_slots = segment_ids, jnp.arange(t), jnp.arange(t)
+            x, _ = self._run_layers(x, context, None)
+            return self.final_norm(x), None
+        _check_cache_room(cache, t)
+        key_segments = jax.lax.dynamic_update_slice(cache.segment_ids, segment_ids.astype(jnp.int32),
+                                                    (0, cache.end))
+        context.update(kv_segment_ids=key_segments, q_slots=cache.end + jnp.arange(t),
+                       kv_slots=jnp.arange(cache.length))
+        x, (keys, values) = self._run_layers(x, context, (cache.keys, cache.values, cache.end))
+        return self.final_norm(x), KVCache(keys=keys, values=values, segment_ids=key_segments,
+                                           end=cache.end + t)
+
+    def _run_layers(self, x, context, cache):
+        """Every layer over x: scanned over the stacked parameters (or a Python loop), each layer
+        rematerialised by the config's policy when there is no cache (remat only pays off under a
+        backward pass; decoding runs layers plainly)."""
+        c = self.config
+        if c.num_layers == 0:  # (a scan would still trace one layer of an empty stack)
+            return x, None if cache is None else cache[:2]
+        graphdef, state = nnx.split(self.layers)
+        windows = c.window_groups()[1]
+
+        def layer(carry, xs):
+            x, kv = carry
+            layer_state, index, window = xs
+            layer_cache = None if kv is None else (kv[0], kv[1], index, kv[2])
+            x, layer_cache = nnx.merge(graphdef, layer_state)(x, context, window, layer_cache)
+            return (x, None if kv is None else (*layer_cache[:2], kv[2])), None
+
+        policy = REMAT_POLICIES[c.remat]
+        if cache is None and c.remat != "none":
+            layer = jax.checkpoint(layer, policy=policy, prevent_cse=not c.scan_layers)
+        if c.scan_layers:
+            xs = (state, jnp.arange(c.num_layers), jnp.asarray(windows))
+            (x, kv), _ = jax.lax.scan(layer, (x, cache), xs)
         else:
-            _check_cache_room(cache, t)
-            key_segments = jax.lax.dynamic_update_slice(cache.segment_ids,
-                                                        segment_ids.astype(jnp.int32), (0, cache.end))
-            query_slots, key_slots = cache.end + jnp.arange(t), jnp.arange(cache.length)
-            keys, values = cache.keys, cache.values
-        masks = {str(window): attention_mask(segment_ids, key_segments, query_slots, key_slots, window)
-                 for window in {c.window(i) for i in range(c.num_layers)}}
-
-        for i, layer in enumerate(self.layers):
-            layer_cache = None if cache is None else (keys, values, i, cache.end)
-            # remat only pays off under a backward pass; decoding (with a cache) runs layers plainly
-            run = nnx.remat(type(layer).__call__) if c.remat and cache is None else type(layer).__call__
-            x, layer_cache = run(layer, x, rope, masks, layer_cache)
-            if cache is not None:
-                keys, values = layer_cache[:2]
-
-        x = self.final_norm(x)
-        head = self.embed if c.tie_word_embeddings else self.lm_head
-        logits = jnp.einsum("bte,ve->btv", x, head[...].astype(dtype)).astype(jnp.float32)
-        if cache is None:
-            return logits, None
-        return logits, KVCache(keys=keys, values=values, segment_ids=key_segments, end=cache.end + t)
+            kv = cache
+            for i in range(c.num_layers):
+                layer_state = jax.tree.map(lambda a, i=i: a[i], state)
+                (x, kv), _ = layer((x, kv), (layer_state, i, int(windows[i])))
+        return x, None if kv is None else kv[:2]
 
 
 def _check_cache_room(cache, new_tokens):

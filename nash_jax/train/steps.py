@@ -198,7 +198,7 @@ def check_batch(batch, shapes, mesh, micro_batches, name, processes=1):
         bound.update((s, d) for s, d in zip(spec, shape) if isinstance(s, str))
     n = token_shape[0] * processes
     data_shards = parallel.data_shards(mesh)
-    if n % micro_batches or (n // micro_batches) % data_shards:
+    if n % parallel.batch_multiple(mesh, micro_batches):
         raise ValueError(f"{name}: a global batch of {n} examples in {micro_batches} micro-batches "
                          f"does not divide over data × fsdp = {data_shards} devices; expected a "
                          f"batch size that is a multiple of {micro_batches * data_shards}")

@@ -62,13 +62,15 @@ def test_mesh_loading_shards_by_the_rules_and_keeps_logits(shape, hf_model_dir):
     mesh = parallel.make_mesh(*shape)
     model = load_pretrained(path, mesh=mesh)
     data, fsdp, tensor = shape
-    q = model.layers[0].attn.q_proj[...]  # [embed 32, heads 4, head_dim 8]
-    k = model.layers[0].attn.k_proj[...]  # [embed 32, kv_heads 2, head_dim 8]
+    q = model.layers.attn.q_proj[...]  # [layers 2, embed 32, heads 4, head_dim 8]
+    k = model.layers.attn.k_proj[...]  # [layers 2, embed 32, kv_heads 2, head_dim 8]
     expect_axis = lambda size, name, dim: name if size > 1 and dim % size == 0 else None  # noqa: E731
-    assert q.sharding.spec == P(expect_axis(fsdp, "fsdp", 32), expect_axis(tensor, "tensor", 4), None)
-    assert k.sharding.spec == P(expect_axis(fsdp, "fsdp", 32), expect_axis(tensor, "tensor", 2), None)
+    assert q.sharding.spec == P(None, expect_axis(fsdp, "fsdp", 32), expect_axis(tensor, "tensor", 4),
+                                None)
+    assert k.sharding.spec == P(None, expect_axis(fsdp, "fsdp", 32), expect_axis(tensor, "tensor", 2),
+                                None)
     q_heads = 4 // tensor if 4 % tensor == 0 else 4
-    assert q.addressable_shards[0].data.shape == (32 // fsdp, q_heads, 8), "not actually split"
+    assert q.addressable_shards[0].data.shape == (2, 32 // fsdp, q_heads, 8), "not actually split"
     batch = jax.device_put(jnp.asarray(np.tile(TOKENS, (4, 1))), parallel.batch_sharding(mesh, 2))
     logits, _ = jax.jit(lambda t: model(t))(batch)
     diff = max_diff(np.asarray(logits)[:2], single)

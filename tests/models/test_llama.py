@@ -89,14 +89,14 @@ def test_prefill_then_decode_with_cache_matches_full_forward(variant, hf_model_d
 def test_bfloat16_compute_stays_close_and_keeps_fp32_logits(hf_model_dir):
     path, torch_model = hf_model_dir("llama_gqa")
     model = load_pretrained(path, dtype="bfloat16")
-    assert model.layers[0].attn.q_proj.get_value().dtype == jnp.bfloat16
+    assert model.layers.attn.q_proj.get_value().dtype == jnp.bfloat16
     tokens = np.random.default_rng(3).integers(0, 101, (2, 8))
     logits, _ = model(jnp.asarray(tokens))
     assert logits.dtype == jnp.float32
     diff = float(np.max(np.abs(np.asarray(logits) - torch_logits(torch_model, tokens))))
     assert diff < 0.1, diff
     mixed = load_pretrained(path, dtype="bfloat16", param_dtype="float32")
-    assert mixed.layers[0].attn.q_proj.get_value().dtype == jnp.float32
+    assert mixed.layers.attn.q_proj.get_value().dtype == jnp.float32
 
 
 def test_remat_gives_the_same_gradients(hf_model_dir):
