@@ -33,6 +33,13 @@ class DebertaConfig:
     p2c: bool = True
     dtype: str = "float32"
     param_dtype: str = "float32"
+    scan_layers: bool = True  # run the stacked layers with lax.scan (False: a Python loop, inlined)
+    remat: str | None = None  # rematerialise each layer under a backward pass: one of REMAT_POLICIES
+
+    def __post_init__(self):
+        if self.remat is not None and self.remat not in REMAT_POLICIES:
+            raise ValueError(f"DeBERTa remat={self.remat!r}; expected None or one of "
+                             f"{sorted(REMAT_POLICIES)}")
 
     @property
     def head_dim(self):
@@ -44,7 +51,8 @@ class DebertaConfig:
         return self.position_buckets if self.position_buckets > 0 else self.max_relative_positions
 
 
-def config_from_hf(hf, *, dtype="float32", param_dtype=None, source="config.json"):
+def config_from_hf(hf, *, dtype="float32", param_dtype=None, source="config.json", scan_layers=True,
+                   remat=None):
     """DebertaConfig from a transformers DebertaV2Config-style config.json dict."""
     if hf.get("model_type") not in ("deberta-v2", "deberta_v2"):
         raise ValueError(f"{source}: model_type={hf.get('model_type')!r}; expected 'deberta-v2'")
@@ -73,7 +81,7 @@ def config_from_hf(hf, *, dtype="float32", param_dtype=None, source="config.json
         intermediate_size=hf["intermediate_size"], layer_norm_eps=hf.get("layer_norm_eps", 1e-7),
         max_relative_positions=max_relative if max_relative >= 1 else hf["max_position_embeddings"],
         position_buckets=hf.get("position_buckets", -1), c2p="c2p" in att_type, p2c="p2c" in att_type,
-        dtype=dtype, param_dtype=param_dtype or dtype)
+        dtype=dtype, param_dtype=param_dtype or dtype, scan_layers=scan_layers, remat=remat)
 
 
 def log_bucket_positions(relative, bucket_size, max_position):
@@ -89,19 +97,36 @@ def log_bucket_positions(relative, bucket_size, max_position):
     return np.where(abs_pos <= mid, relative, log_pos * sign).astype(np.int64)
 
 
-def relative_position_index(length, config):
-    """[L, L] rows of the relative-embedding table that query i uses for key j (static, host-side)."""
-    relative = np.arange(length)[:, None] - np.arange(length)[None, :]
+def relative_table_row(relative, config):
+    """Row of the relative-embedding table for relative positions i − j (static, host-side)."""
+    relative = np.asarray(relative)
     if config.position_buckets > 0:
         relative = log_bucket_positions(relative, config.position_buckets,
                                         config.max_relative_positions)
     return np.clip(relative + config.span, 0, 2 * config.span - 1).astype(np.int32)
 
 
+def relative_position_index(length, config):
+    """[L, L] rows of the relative-embedding table that query i uses for key j (static, host-side)."""
+    return relative_table_row(np.arange(length)[:, None] - np.arange(length)[None, :], config)
+
+
+def diagonal_to_square(x):
+    """x [..., L, 2L − 1] with x[..., i, m] the score of relative position i − j = L − 1 − m  ->
+    [..., L, L] indexed by (i, j): row i shifted left by L − 1 − i, done by reshapes (no [L, L]
+    gather; the Transformer-XL relative shift)."""
+    *lead, length, width = x.shape
+    if length == 1:
+        return x
+    flat = x.reshape(*lead, length * width)[..., length - 1:length - 1 + length * (2 * length - 2)]
+    return flat.reshape(*lead, length, 2 * length - 2)[..., :length]
+
+
 class LayerNorm(nnx.Module):
-    def __init__(self, dim, eps, param_dtype, rngs):
-        self.weight = param(rngs, (dim,), ("norm",), param_dtype, init="ones")
-        self.bias = param(rngs, (dim,), ("norm",), param_dtype, init="zeros")
+    def __init__(self, dim, eps, param_dtype, rngs, layers=None):
+        stack, axes = ((layers,), (None,)) if layers else ((), ())
+        self.weight = param(rngs, (*stack, dim), (*axes, "norm"), param_dtype, init="ones")
+        self.bias = param(rngs, (*stack, dim), (*axes, "norm"), param_dtype, init="zeros")
         self.eps = eps
 
     def __call__(self, x):
@@ -113,62 +138,81 @@ class LayerNorm(nnx.Module):
 
 
 class Linear(nnx.Module):
-    def __init__(self, d_in, d_out, axes, param_dtype, rngs):
-        self.kernel = param(rngs, (d_in, d_out), axes, param_dtype)
-        self.bias = param(rngs, (d_out,), axes[1:], param_dtype, init="zeros")
+    """x @ kernel + bias; with `layers`, every parameter has a leading layer axis (one per layer)."""
+
+    def __init__(self, d_in, d_out, axes, param_dtype, rngs, layers=None):
+        stack, lead = ((layers,), (None,)) if layers else ((), ())
+        self.kernel = param(rngs, (*stack, d_in, d_out), (*lead, *axes), param_dtype)
+        self.bias = param(rngs, (*stack, d_out), (*lead, *axes[1:]), param_dtype, init="zeros")
 
     def __call__(self, x):
         return x @ self.kernel[...].astype(x.dtype) + self.bias[...].astype(x.dtype)
 
 
 class DisentangledAttention(nnx.Module):
-    def __init__(self, config, rngs):
+    def __init__(self, config, rngs, layers=None):
         c, pd = config, config.param_dtype
         self.config = config
-        self.query_proj = Linear(c.hidden_size, c.hidden_size, ("embed", "heads"), pd, rngs)
-        self.key_proj = Linear(c.hidden_size, c.hidden_size, ("embed", "heads"), pd, rngs)
-        self.value_proj = Linear(c.hidden_size, c.hidden_size, ("embed", "heads"), pd, rngs)
-        self.output = Linear(c.hidden_size, c.hidden_size, ("heads", "embed"), pd, rngs)
-        self.output_norm = LayerNorm(c.hidden_size, c.layer_norm_eps, pd, rngs)
+        dims = (c.hidden_size, c.hidden_size)
+        self.query_proj = Linear(*dims, ("embed", "heads"), pd, rngs, layers)
+        self.key_proj = Linear(*dims, ("embed", "heads"), pd, rngs, layers)
+        self.value_proj = Linear(*dims, ("embed", "heads"), pd, rngs, layers)
+        self.output = Linear(*dims, ("heads", "embed"), pd, rngs, layers)
+        self.output_norm = LayerNorm(c.hidden_size, c.layer_norm_eps, pd, rngs, layers)
 
     def _heads(self, x):
-        b, n, _ = x.shape
-        return x.reshape(b, n, self.config.num_heads, self.config.head_dim).transpose(0, 2, 1, 3)
+        *lead, n, _ = x.shape
+        x = x.reshape(*lead, n, self.config.num_heads, self.config.head_dim)
+        return jnp.moveaxis(x, -2, -3)  # [..., H, n, D]
 
-    def __call__(self, x, mask, rel_embeddings, rel_index):
-        """x [B, L, E]; mask [B, 1, L, L] bool; rel_embeddings [2S, E] (normalised); rel_index [L, L]."""
+    def __call__(self, x, real, rel_embeddings, rel_rows):
+        """x [B, L, E]; real [B, L] bool (not padding); rel_embeddings [R, E] (normalised, only the
+        rows this length reaches); rel_rows [2, 2L − 1]: the row of rel_embeddings for relative
+        position t = L − 1 − m (c2p, row 0) and for −t (p2c, row 1)."""
         c = self.config
-        q, k, v = (self._heads(proj(x)) for proj in (self.query_proj, self.key_proj, self.value_proj))
+        f32 = jnp.float32
         scale = math.sqrt(c.head_dim * (1 + c.c2p + c.p2c))
-        scores = jnp.einsum("bhid,bhjd->bhij", q, k / scale).astype(jnp.float32)
-        rel = rel_embeddings[None].astype(x.dtype)
-        if c.c2p:  # query content · key position: Q_i · Kr[P[i, j]]
-            pos_key = self._heads(self.key_proj(rel))[0]  # [H, 2S, D]
-            c2p = jnp.einsum("bhid,hrd->bhir", q, pos_key)
-            scores += jnp.take_along_axis(c2p, rel_index[None, None], axis=-1) / scale
-        if c.p2c:  # key content · query position: K_j · Qr[P[i, j]]
-            pos_query = self._heads(self.query_proj(rel))[0]
-            p2c = jnp.einsum("bhjd,hrd->bhjr", k, pos_query)
-            scores += jnp.swapaxes(jnp.take_along_axis(p2c, rel_index.T[None, None], axis=-1),
-                                   -1, -2) / scale
-        scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
+        q, k, v = (self._heads(proj(x)) for proj in (self.query_proj, self.key_proj, self.value_proj))
+        # One 1/scale on the [B, H, L, D] queries instead of one per [B, H, L, L] score term.
+        q = q / jnp.asarray(scale, q.dtype)
+        scores = jnp.einsum("bhid,bhjd->bhij", q, k, preferred_element_type=f32)
+        rel = rel_embeddings.astype(x.dtype)
+        # Position terms: [L, R] products, the 2L − 1 columns of each relative position picked by a
+        # one-axis take, then shifted into [L, L]: c2p[i, j] = Q_i · Kr[P(i − j)].
+        if c.c2p:
+            pos_key = self._heads(self.key_proj(rel))  # [H, R, D]
+            c2p = jnp.einsum("bhid,hrd->bhir", q, pos_key, preferred_element_type=f32)
+            scores += diagonal_to_square(jnp.take(c2p, rel_rows[0], axis=-1))
+        if c.p2c:  # p2c[i, j] = K_j · Qr[P(i − j)]: the same shift on (j, i), then transposed
+            pos_query = self._heads(self.query_proj(rel)) / jnp.asarray(scale, x.dtype)
+            p2c = jnp.einsum("bhjd,hrd->bhjr", k, pos_query, preferred_element_type=f32)
+            scores += jnp.swapaxes(diagonal_to_square(jnp.take(p2c, rel_rows[1], axis=-1)), -1, -2)
+        mask = real[:, None, :, None] & real[:, None, None, :]
+        scores = jnp.where(mask, scores, jnp.finfo(f32).min)
         probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
         context = jnp.einsum("bhij,bhjd->bihd", probs, v).reshape(x.shape)
         return self.output_norm(self.output(context) + x)
 
 
 class EncoderLayer(nnx.Module):
-    def __init__(self, config, rngs):
-        c, pd = config, config.param_dtype
-        self.attention = DisentangledAttention(config, rngs)
-        self.intermediate = Linear(c.hidden_size, c.intermediate_size, ("embed", "mlp"), pd, rngs)
-        self.output = Linear(c.intermediate_size, c.hidden_size, ("mlp", "embed"), pd, rngs)
-        self.output_norm = LayerNorm(c.hidden_size, c.layer_norm_eps, pd, rngs)
+    """One post-LN layer; built with `layers=N`, one module holds all N layers' parameters stacked."""
 
-    def __call__(self, x, mask, rel_embeddings, rel_index):
-        y = self.attention(x, mask, rel_embeddings, rel_index)
+    def __init__(self, config, rngs, layers=None):
+        c, pd = config, config.param_dtype
+        self.attention = DisentangledAttention(config, rngs, layers)
+        self.intermediate = Linear(c.hidden_size, c.intermediate_size, ("embed", "mlp"), pd, rngs,
+                                   layers)
+        self.output = Linear(c.intermediate_size, c.hidden_size, ("mlp", "embed"), pd, rngs, layers)
+        self.output_norm = LayerNorm(c.hidden_size, c.layer_norm_eps, pd, rngs, layers)
+
+    def __call__(self, x, real, rel_embeddings, rel_rows):
+        y = self.attention(x, real, rel_embeddings, rel_rows)
         hidden = jax.nn.gelu(self.intermediate(y), approximate=False)
         return self.output_norm(self.output(hidden) + y)
+
+
+REMAT_POLICIES = {"full": None, "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+                  "nothing_saveable": jax.checkpoint_policies.nothing_saveable}
 
 
 class Deberta(nnx.Module):
@@ -179,74 +223,107 @@ class Deberta(nnx.Module):
         self.embed_norm = LayerNorm(c.hidden_size, c.layer_norm_eps, pd, rngs)
         self.rel_embeddings = param(rngs, (2 * c.span, c.hidden_size), ("length", "embed"), pd)
         self.rel_norm = LayerNorm(c.hidden_size, c.layer_norm_eps, pd, rngs)
-        self.layers = nnx.List([EncoderLayer(c, rngs) for _ in range(c.num_layers)])
+        self.layers = EncoderLayer(c, rngs, layers=c.num_layers)  # every parameter [N, ...]
 
     def __call__(self, input_ids, attention_mask):
         """Last-layer hidden states [B, L, E] for token ids [B, L] and a 0/1 mask [B, L]."""
-        dtype = jnp.dtype(self.config.dtype)
+        c = self.config
+        dtype = jnp.dtype(c.dtype)
         real = attention_mask.astype(bool)
         x = self.embed_norm(jnp.take(self.word_embeddings[...], input_ids, axis=0).astype(dtype))
         x = x * real[..., None].astype(dtype)
-        mask = (real[:, None, :, None] & real[:, None, None, :])
-        rel_embeddings = self.rel_norm(self.rel_embeddings[...])
-        rel_index = jnp.asarray(relative_position_index(input_ids.shape[1], self.config))
-        for layer in self.layers:
-            x = layer(x, mask, rel_embeddings, rel_index)
+        # Only the table rows a length-L input can reach: c2p / p2c then cost [L, R], R ≤ 2S.
+        offsets = np.arange(input_ids.shape[1] - 1, -input_ids.shape[1], -1)
+        rows = np.stack([relative_table_row(offsets, c), relative_table_row(-offsets, c)])
+        low, high = int(rows.min()), int(rows.max()) + 1
+        rel_embeddings = self.rel_norm(self.rel_embeddings[low:high])
+        rel_rows = jnp.asarray(rows - low)
+        graphdef, stacked = nnx.split(self.layers)
+
+        def layer(x, params):
+            return nnx.merge(graphdef, params)(x, real, rel_embeddings, rel_rows), None
+
+        if c.remat is not None:
+            layer = jax.checkpoint(layer, policy=REMAT_POLICIES[c.remat])
+        if c.scan_layers:  # one compiled layer body, whatever the depth
+            x, _ = jax.lax.scan(layer, x, stacked)
+        else:  # every layer inlined: the comparison for parity and compile-time benchmarks
+            for i in range(c.num_layers):
+                x, _ = layer(x, jax.tree.map(lambda a, i=i: a[i], stacked))
         return x
 
 
-# transformers' DebertaV2Model key names (after any prefix) -> our parameter paths.
-KEY_MAP = [
+# transformers' DebertaV2Model key (after any prefix) -> (our parameter path, transform). A `layer`
+# group names the slot of a stacked [N, ...] parameter that the tensor fills.
+LAYER = r"encoder\.layer\.(?P<layer>\d+)\."
+KEY_RULES = [
     (r"embeddings\.word_embeddings\.weight", "word_embeddings", "copy"),
-    (r"embeddings\.LayerNorm\.(weight|bias)", "embed_norm.{0}", "copy"),
+    (r"embeddings\.LayerNorm\.(?P<p>weight|bias)", "embed_norm.{p}", "copy"),
     (r"encoder\.rel_embeddings\.weight", "rel_embeddings", "copy"),
-    (r"encoder\.LayerNorm\.(weight|bias)", "rel_norm.{0}", "copy"),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)_proj\.weight",
-     "layers.{0}.attention.{1}_proj.kernel", "transpose"),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)_proj\.bias",
-     "layers.{0}.attention.{1}_proj.bias", "copy"),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.weight",
-     "layers.{0}.attention.output.kernel", "transpose"),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.bias", "layers.{0}.attention.output.bias",
+    (r"encoder\.LayerNorm\.(?P<p>weight|bias)", "rel_norm.{p}", "copy"),
+    (LAYER + r"attention\.self\.(?P<m>query|key|value)_proj\.weight",
+     "layers.attention.{m}_proj.kernel", "transpose"),
+    (LAYER + r"attention\.self\.(?P<m>query|key|value)_proj\.bias", "layers.attention.{m}_proj.bias",
      "copy"),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.(weight|bias)",
-     "layers.{0}.attention.output_norm.{1}", "copy"),
-    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.weight", "layers.{0}.intermediate.kernel",
-     "transpose"),
-    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.bias", "layers.{0}.intermediate.bias", "copy"),
-    (r"encoder\.layer\.(\d+)\.output\.dense\.weight", "layers.{0}.output.kernel", "transpose"),
-    (r"encoder\.layer\.(\d+)\.output\.dense\.bias", "layers.{0}.output.bias", "copy"),
-    (r"encoder\.layer\.(\d+)\.output\.LayerNorm\.(weight|bias)", "layers.{0}.output_norm.{1}", "copy"),
+    (LAYER + r"attention\.output\.dense\.weight", "layers.attention.output.kernel", "transpose"),
+    (LAYER + r"attention\.output\.dense\.bias", "layers.attention.output.bias", "copy"),
+    (LAYER + r"attention\.output\.LayerNorm\.(?P<p>weight|bias)", "layers.attention.output_norm.{p}",
+     "copy"),
+    (LAYER + r"intermediate\.dense\.weight", "layers.intermediate.kernel", "transpose"),
+    (LAYER + r"intermediate\.dense\.bias", "layers.intermediate.bias", "copy"),
+    (LAYER + r"output\.dense\.weight", "layers.output.kernel", "transpose"),
+    (LAYER + r"output\.dense\.bias", "layers.output.bias", "copy"),
+    (LAYER + r"output\.LayerNorm\.(?P<p>weight|bias)", "layers.output_norm.{p}", "copy"),
 ]
 IGNORED = re.compile(r".*position_ids$")
 
 
+def _match_rule(name):
+    """(our path, layer index or None, transform) for an HF key, or None when no rule matches."""
+    for pattern, ours, transform in KEY_RULES:
+        if m := re.fullmatch(pattern, name):
+            fields = {k: v for k, v in m.groupdict().items() if k != "layer"}
+            layer = m.groupdict().get("layer")
+            return ours.format(**fields), None if layer is None else int(layer), transform
+    return None
+
+
 def deberta_from_tensors(config, tensors, prefix=""):
     """A Deberta from {HF key: numpy array}; every missing, unexpected or mis-shaped tensor is named
-    in one ValueError. Keys outside `prefix` are left for the caller (a judge's head)."""
+    in one ValueError. Per-layer tensors are written straight into one host buffer per stacked
+    parameter. Keys outside `prefix` are left for the caller (a judge's head)."""
     graphdef, state = nnx.split(nnx.eval_shape(lambda: Deberta(config, rngs=nnx.Rngs(0))))
     expected = {".".join(map(str, path)): v for path, v in nnx.to_flat_state(state)}
+    dtype = np.dtype(jnp.dtype(config.param_dtype))
+    buffers = {ours: np.empty(v.get_value().shape, dtype) for ours, v in expected.items()}
     loaded, problems = set(), []
     for key, array in tensors.items():
         if not key.startswith(prefix) or IGNORED.fullmatch(key):
             continue
-        name = key[len(prefix):]
-        match = next(((m, ours, kind) for pattern, ours, kind in KEY_MAP
-                      if (m := re.fullmatch(pattern, name))), None)
-        if match is None or match[1].format(*match[0].groups()) not in expected:
+        rule = _match_rule(key[len(prefix):])
+        stacked = rule is not None and rule[0].startswith("layers.")
+        if (rule is None or rule[0] not in expected or stacked != (rule[1] is not None)
+                or (stacked and rule[1] >= config.num_layers)):
             problems.append(f"unexpected tensor {key!r}")
             continue
-        ours = match[1].format(*match[0].groups())
-        loaded.add(ours)  # present, even if mis-shaped: reported once, below
-        value = np.asarray(array).T if match[2] == "transpose" else np.asarray(array)
-        want = expected[ours].get_value().shape
+        ours, layer, transform = rule
+        loaded.add((ours, layer))  # present, even if mis-shaped: reported once, below
+        want = buffers[ours].shape[1:] if stacked else buffers[ours].shape
+        value = np.asarray(array)
+        value = value.T if transform == "transpose" else value
         if value.shape != want:
             problems.append(f"tensor {key!r} has shape {list(np.shape(array))}; expected "
-                            f"{list(want[::-1] if match[2] == 'transpose' else want)}")
+                            f"{list(want[::-1] if transform == 'transpose' else want)}")
             continue
-        expected[ours].set_value(jnp.asarray(value, jnp.dtype(config.param_dtype)))
-    problems += [f"missing tensor for parameter {p}" for p in sorted(set(expected) - loaded)]
+        buffers[ours][() if layer is None else layer] = value
+    for ours in sorted(expected):
+        slots = range(config.num_layers) if ours.startswith("layers.") else [None]
+        problems += [f"missing tensor for parameter "
+                     f"{ours if i is None else ours.replace('layers.', f'layers.{i}.', 1)}"
+                     for i in slots if (ours, i) not in loaded]
     if problems:
         raise ValueError(f"DeBERTa checkpoint does not match the config ({len(problems)} problems):"
                          "\n  " + "\n  ".join(problems))
+    for ours, variable in expected.items():
+        variable.set_value(jnp.asarray(buffers.pop(ours)))  # each host buffer dropped once copied
     return nnx.merge(graphdef, state)
