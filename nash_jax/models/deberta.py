@@ -8,7 +8,6 @@ position or token-type embeddings (PairRM's configuration); other options are re
 """
 
 import math
-import re
 from dataclasses import dataclass
 
 import jax
@@ -16,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from nash_jax.models.loading import COPY, TRANSPOSE, ArraySource, KeyMap, Rule, load_into
 from nash_jax.models.params import param
 
 
@@ -253,77 +253,40 @@ class Deberta(nnx.Module):
         return x
 
 
-# transformers' DebertaV2Model key (after any prefix) -> (our parameter path, transform). A `layer`
-# group names the slot of a stacked [N, ...] parameter that the tensor fills.
-LAYER = r"encoder\.layer\.(?P<layer>\d+)\."
-KEY_RULES = [
-    (r"embeddings\.word_embeddings\.weight", "word_embeddings", "copy"),
-    (r"embeddings\.LayerNorm\.(?P<p>weight|bias)", "embed_norm.{p}", "copy"),
-    (r"encoder\.rel_embeddings\.weight", "rel_embeddings", "copy"),
-    (r"encoder\.LayerNorm\.(?P<p>weight|bias)", "rel_norm.{p}", "copy"),
-    (LAYER + r"attention\.self\.(?P<m>query|key|value)_proj\.weight",
-     "layers.attention.{m}_proj.kernel", "transpose"),
-    (LAYER + r"attention\.self\.(?P<m>query|key|value)_proj\.bias", "layers.attention.{m}_proj.bias",
-     "copy"),
-    (LAYER + r"attention\.output\.dense\.weight", "layers.attention.output.kernel", "transpose"),
-    (LAYER + r"attention\.output\.dense\.bias", "layers.attention.output.bias", "copy"),
-    (LAYER + r"attention\.output\.LayerNorm\.(?P<p>weight|bias)", "layers.attention.output_norm.{p}",
-     "copy"),
-    (LAYER + r"intermediate\.dense\.weight", "layers.intermediate.kernel", "transpose"),
-    (LAYER + r"intermediate\.dense\.bias", "layers.intermediate.bias", "copy"),
-    (LAYER + r"output\.dense\.weight", "layers.output.kernel", "transpose"),
-    (LAYER + r"output\.dense\.bias", "layers.output.bias", "copy"),
-    (LAYER + r"output\.LayerNorm\.(?P<p>weight|bias)", "layers.output_norm.{p}", "copy"),
-]
-IGNORED = re.compile(r".*position_ids$")
+def key_rules(hf_prefix="", ours_prefix=""):
+    """transformers' DebertaV2Model keys -> our parameter paths, for `loading.KeyMap`: every
+    per-layer tensor `encoder.layer.{layer}.…` fills slot `layer` of a stacked parameter."""
+    layer = hf_prefix + "encoder.layer.{layer}."
+    rules = [
+        ("embeddings.word_embeddings.weight", "word_embeddings", COPY),
+        ("embeddings.LayerNorm.{p}", "embed_norm.{p}", COPY),
+        ("encoder.rel_embeddings.weight", "rel_embeddings", COPY),
+        ("encoder.LayerNorm.{p}", "rel_norm.{p}", COPY),
+    ]
+    rules = [Rule(hf_prefix + hf, ours_prefix + ours, t) for hf, ours, t in rules]
+    return rules + [Rule(layer + hf, ours_prefix + "layers." + ours, t) for hf, ours, t in [
+        ("attention.self.{qkv}_proj.weight", "attention.{qkv}_proj.kernel", TRANSPOSE),
+        ("attention.self.{qkv}_proj.bias", "attention.{qkv}_proj.bias", COPY),
+        ("attention.output.dense.weight", "attention.output.kernel", TRANSPOSE),
+        ("attention.output.dense.bias", "attention.output.bias", COPY),
+        ("attention.output.LayerNorm.{p}", "attention.output_norm.{p}", COPY),
+        ("intermediate.dense.weight", "intermediate.kernel", TRANSPOSE),
+        ("intermediate.dense.bias", "intermediate.bias", COPY),
+        ("output.dense.weight", "output.kernel", TRANSPOSE),
+        ("output.dense.bias", "output.bias", COPY),
+        ("output.LayerNorm.{p}", "output_norm.{p}", COPY),
+    ]]
 
 
-def _match_rule(name):
-    """(our path, layer index or None, transform) for an HF key, or None when no rule matches."""
-    for pattern, ours, transform in KEY_RULES:
-        if m := re.fullmatch(pattern, name):
-            fields = {k: v for k, v in m.groupdict().items() if k != "layer"}
-            layer = m.groupdict().get("layer")
-            return ours.format(**fields), None if layer is None else int(layer), transform
-    return None
+PLACEHOLDERS = {"p": "weight|bias", "qkv": "query|key|value"}
+IGNORED = r".*position_ids"
+KEY_MAP = KeyMap(key_rules(), PLACEHOLDERS, ignored=IGNORED)
 
 
-def deberta_from_tensors(config, tensors, prefix=""):
-    """A Deberta from {HF key: numpy array}; every missing, unexpected or mis-shaped tensor is named
-    in one ValueError. Per-layer tensors are written straight into one host buffer per stacked
-    parameter. Keys outside `prefix` are left for the caller (a judge's head)."""
+def deberta_from_tensors(config, tensors, *, mesh=None):
+    """A Deberta from {HF key: array} or a `loading` source (read lazily, layer by layer into the
+    stacked parameters); every missing, unexpected or mis-shaped tensor is named in one ValueError."""
+    source = tensors if hasattr(tensors, "read") else ArraySource(tensors)
     graphdef, state = nnx.split(nnx.eval_shape(lambda: Deberta(config, rngs=nnx.Rngs(0))))
-    expected = {".".join(map(str, path)): v for path, v in nnx.to_flat_state(state)}
-    dtype = np.dtype(jnp.dtype(config.param_dtype))
-    buffers = {ours: np.empty(v.get_value().shape, dtype) for ours, v in expected.items()}
-    loaded, problems = set(), []
-    for key, array in tensors.items():
-        if not key.startswith(prefix) or IGNORED.fullmatch(key):
-            continue
-        rule = _match_rule(key[len(prefix):])
-        stacked = rule is not None and rule[0].startswith("layers.")
-        if (rule is None or rule[0] not in expected or stacked != (rule[1] is not None)
-                or (stacked and rule[1] >= config.num_layers)):
-            problems.append(f"unexpected tensor {key!r}")
-            continue
-        ours, layer, transform = rule
-        loaded.add((ours, layer))  # present, even if mis-shaped: reported once, below
-        want = buffers[ours].shape[1:] if stacked else buffers[ours].shape
-        value = np.asarray(array)
-        value = value.T if transform == "transpose" else value
-        if value.shape != want:
-            problems.append(f"tensor {key!r} has shape {list(np.shape(array))}; expected "
-                            f"{list(want[::-1] if transform == 'transpose' else want)}")
-            continue
-        buffers[ours][() if layer is None else layer] = value
-    for ours in sorted(expected):
-        slots = range(config.num_layers) if ours.startswith("layers.") else [None]
-        problems += [f"missing tensor for parameter "
-                     f"{ours if i is None else ours.replace('layers.', f'layers.{i}.', 1)}"
-                     for i in slots if (ours, i) not in loaded]
-    if problems:
-        raise ValueError(f"DeBERTa checkpoint does not match the config ({len(problems)} problems):"
-                         "\n  " + "\n  ".join(problems))
-    for ours, variable in expected.items():
-        variable.set_value(jnp.asarray(buffers.pop(ours)))  # each host buffer dropped once copied
+    load_into(state, KEY_MAP, source, mesh=mesh, what="DeBERTa checkpoint does not match the config")
     return nnx.merge(graphdef, state)

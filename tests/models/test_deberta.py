@@ -75,7 +75,8 @@ def test_checkpoint_mismatches_are_named_together():
         deberta_from_tensors(config_from_hf(hf_config), tensors)
     message = str(info.value)
     assert "3 problems" in message
-    assert "missing tensor for parameter layers.1.output.bias" in message
+    assert ("missing tensor 'encoder.layer.1.output.dense.bias' (for layer 1 of parameter "
+            "layers.output.bias)") in message
     assert "'encoder.layer.0.intermediate.dense.weight' has shape [8, 32]; expected [64, 32]" in message
     assert "unexpected tensor 'pooler.dense.weight'" in message
 
