@@ -5,6 +5,10 @@ content-to-position (c2p) and position-to-content (p2c) scores, keys shared betw
 relative positions (`share_att_key`), log-bucketed relative positions, LayerNorm on the relative
 embeddings, post-LN layers, exact GELU, LayerNorm eps 1e-7. Only relative positions: no absolute
 position or token-type embeddings (PairRM's configuration); other options are refused by name.
+
+The layers are stored stacked (each parameter has a leading layer axis) and run by `lax.scan`, so a
+program holds one layer whatever the depth; `scan_layers=False` runs the same arrays in a Python loop
+(the reference the scan is tested against). Checkpoints map through `models/loading.py`'s key table.
 """
 
 import math
