@@ -128,3 +128,26 @@ def test_unknown_remat_policy_is_refused_by_name():
     _, hf_config = torch_deberta()
     with pytest.raises(ValueError, match=r"remat='sometimes'; expected None or one of"):
         config_from_hf(hf_config, remat="sometimes")
+
+
+def test_scanned_program_does_not_grow_with_depth():
+    """The lowered forward holds one layer body: 8 layers lower to the same program text as 2 (up to
+    the layer count in the shapes), while the unrolled loop grows with depth."""
+    from flax import nnx
+
+    from nash_jax.models.deberta import Deberta
+
+    _, hf_config = torch_deberta()
+
+    def program_size(layers, scan):
+        config = config_from_hf({**hf_config, "num_hidden_layers": layers}, scan_layers=scan)
+        graphdef, state = nnx.split(nnx.eval_shape(lambda: Deberta(config, rngs=nnx.Rngs(0))))
+        rows = jax.ShapeDtypeStruct((2, 32), jnp.int32)
+        forward = jax.jit(lambda state, ids, mask: nnx.merge(graphdef, state)(ids, mask))
+        return len(forward.lower(state, rows, rows).as_text())
+
+    scanned = {n: program_size(n, True) for n in (2, 8)}
+    unrolled = {n: program_size(n, False) for n in (2, 8)}
+    print(f"lowered program characters: scanned {scanned}, unrolled {unrolled}")
+    assert abs(scanned[8] - scanned[2]) <= 0.02 * scanned[2], scanned
+    assert unrolled[8] > 2 * unrolled[2], unrolled
