@@ -25,9 +25,9 @@ from nash_jax import parallel
 from nash_jax.judges.base import PreferenceModel
 from nash_jax.models import deberta
 from nash_jax.models.deberta import Linear, config_from_hf
+from nash_jax.models.hf import read_config
 from nash_jax.models.loading import (COPY, TRANSPOSE, ArraySource, KeyMap, Rule, SafetensorsSource,
                                      load_into, open_safetensors)
-from nash_jax.models.hf import read_config
 from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.padding import bucket_size
 
