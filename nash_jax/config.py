@@ -203,6 +203,9 @@ class RunConfig:
     imports: list[str] = field(default_factory=list)  # modules to import first (recipes of your own)
     seed: int = 0
     run_dir: str | None = None  # default: runs/<name>-<timestamp>
+    # XLA's persistent compilation cache (relative to the working directory, so runs share it);
+    # None: every process compiles afresh
+    compilation_cache_dir: str | None = None
     model: ModelConfig = field(default_factory=ModelConfig)
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -444,7 +447,10 @@ def normalised(values):
         return None
     own = _RECIPES.get(values["recipe"])
     others = {entry[0] for entry in _RECIPES.values() if entry} - {own[0] if own else None}
-    return {k: v for k, v in values.items() if k not in others}
+    return {k: v for k, v in values.items() if k not in others and k not in RESULT_NEUTRAL}
+
+
+RESULT_NEUTRAL = {"compilation_cache_dir"}  # settings that cannot change a run: a resume may change them
 
 
 def to_dict(config):

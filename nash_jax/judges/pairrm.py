@@ -12,23 +12,26 @@ official SPPO pipeline instead: P(i ≻ j) = σ(score_i − score_j) with LLM-Bl
 score_i = mean_j (s(i, j) − s(j, i)), which mixes every other candidate into each entry (SPPO issue 15).
 """
 
-from functools import partial
+import logging
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from safetensors import SafetensorError
-from safetensors.numpy import load_file
 from scipy.special import expit
 
 from nash_jax import parallel
 from nash_jax.judges.base import PreferenceModel
-from nash_jax.models.deberta import Linear, config_from_hf, deberta_from_tensors
+from nash_jax.models import deberta
+from nash_jax.models.deberta import Linear, config_from_hf
 from nash_jax.models.hf import read_config
+from nash_jax.models.loading import (COPY, TRANSPOSE, ArraySource, KeyMap, Rule, SafetensorsSource,
+                                     load_into, open_safetensors)
 from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.padding import bucket_size
+
+log = logging.getLogger(__name__)
 
 SOURCE, CANDIDATE1, CANDIDATE2, CANDIDATE = ("<|source|>", "<|candidate1|>", "<|candidate2|>",
                                              "<|candidate|>")
@@ -37,9 +40,13 @@ MARKER_CONFIG_KEYS = {SOURCE: "source_prefix_id", CANDIDATE1: "cand1_prefix_id",
 SOURCE_MAX_TOKENS = 1224  # PairRM's training lengths: source ≤ 1224, the pair shares the rest of 2048
 TOTAL_MAX_TOKENS = 2048
 MODES = ("pairwise", "blender")
-ENCODER_PREFIX = "pretrained_model."
-HEAD_KEYS = {"head_layer.1.weight": ("hidden", "kernel"), "head_layer.1.bias": ("hidden", "bias"),
-             "head_layer.4.weight": ("out", "kernel"), "head_layer.4.bias": ("out", "bias")}
+# The checkpoint: DebertaV2Model under `pretrained_model.`, the head's Sequential as `head_layer.`.
+KEY_MAP = KeyMap(deberta.key_rules("pretrained_model.", "encoder.") + [
+    Rule("head_layer.1.weight", "head.hidden.kernel", TRANSPOSE),
+    Rule("head_layer.1.bias", "head.hidden.bias", COPY),
+    Rule("head_layer.4.weight", "head.out.kernel", TRANSPOSE),
+    Rule("head_layer.4.bias", "head.out.bias", COPY),
+], deberta.PLACEHOLDERS, ignored=deberta.IGNORED)
 
 
 class PairwiseHead(nnx.Module):
@@ -64,9 +71,11 @@ class PairRMNet(nnx.Module):
         return left - right
 
 
-@partial(jax.jit, static_argnums=1)
-def _pair_logits(state, graphdef, input_ids, attention_mask, markers):
-    return nnx.merge(graphdef, state)(input_ids, attention_mask, markers)
+# Row widths a run compiles for: powers of two, with 768 and 1536 between the long ones where PairRM
+# rows live (a source ≤ 1224 tokens plus two answers), so that a 600-token row is padded to 768, not
+# 1024. With one batch size a run compiles one program per width it meets (at most 7), each holding
+# one scanned layer; rows are never under ~10 tokens, so no widths below 128.
+LENGTH_BUCKETS = (128, 256, 512, 768, 1024, 1536, 2048)
 
 
 def neutralise(text, specials):
@@ -78,9 +87,14 @@ def neutralise(text, specials):
 
 
 class PairRM(PreferenceModel):
-    def __init__(self, net, tokenizer, marker_ids, *, mesh=None, batch_size=16, mode="pairwise"):
+    def __init__(self, net, tokenizer, marker_ids, *, mesh=None, batch_size=16, mode="pairwise",
+                 length_buckets=LENGTH_BUCKETS):
         if mode not in MODES:
             raise ValueError(f"mode {mode!r} is not one of {MODES}")
+        if not length_buckets or max(length_buckets) < TOTAL_MAX_TOKENS or min(length_buckets) < 1:
+            raise ValueError(f"PairRM length_buckets={length_buckets}: expected positive widths, "
+                             f"the largest ≥ {TOTAL_MAX_TOKENS} (the longest row PairRM builds)")
+        self.length_buckets = tuple(sorted(length_buckets))
         self.net, self.tokenizer, self.marker_ids = net, tokenizer, marker_ids
         self.mesh = mesh or parallel.make_mesh(devices=jax.devices()[:1])
         shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
@@ -90,33 +104,27 @@ class PairRM(PreferenceModel):
         graphdef, state = nnx.split(net)
         self._graphdef = graphdef
         self._state = jax.device_put(state, parallel.state_shardings(state, self.mesh))
+        # This judge's own jitted forward: its cache holds exactly the programs this judge compiled.
+        self._forward = jax.jit(lambda state, *rows: nnx.merge(graphdef, state)(*rows))
+        self.shapes_run = set()  # (rows, width) of every batch shape run so far
         self._specials = sorted({SOURCE, CANDIDATE1, CANDIDATE2, CANDIDATE,
                                  *tokenizer.all_special_tokens})
 
     @classmethod
-    def from_pretrained(cls, path, *, mesh=None, dtype="float32", batch_size=16, mode="pairwise"):
+    def from_pretrained(cls, path, *, mesh=None, dtype="float32", batch_size=16, mode="pairwise",
+                        length_buckets=LENGTH_BUCKETS):
         """PairRM from a local directory: config.json (deberta-v2 + the marker ids), the weights
         (model.safetensors, or pytorch_model.bin read with torch weights_only) and the tokenizer."""
         path = Path(path)
         hf = read_config(path)
         config = config_from_hf(hf, dtype=dtype, source=str(path / "config.json"))
-        tensors = _read_tensors(path)
-        unexpected = sorted(k for k in tensors
-                            if not k.startswith(ENCODER_PREFIX) and k not in HEAD_KEYS)
-        missing = sorted(set(HEAD_KEYS) - set(tensors))
-        if unexpected or missing:
-            raise ValueError(f"{path}: not a PairRM checkpoint: unexpected tensors {unexpected}, "
-                             f"missing head tensors {missing}")
-        encoder = deberta_from_tensors(config, tensors, prefix=ENCODER_PREFIX)
-        head = nnx.eval_shape(lambda: PairwiseHead(config.hidden_size, config.param_dtype,
-                                                   nnx.Rngs(0)))
-        for key, (layer, name) in HEAD_KEYS.items():
-            variable = getattr(getattr(head, layer), name)
-            value = tensors[key].T if name == "kernel" else tensors[key]
-            if value.shape != variable.get_value().shape:
-                raise ValueError(f"{path}: tensor {key!r} has shape {list(tensors[key].shape)}; "
-                                 f"expected {list(variable.get_value().shape[::-1])}")
-            variable.set_value(jnp.asarray(value, jnp.dtype(config.param_dtype)))
+        mesh = mesh or parallel.make_mesh(devices=jax.devices()[:1])
+        graphdef, state = nnx.split(nnx.eval_shape(lambda: PairRMNet(
+            deberta.Deberta(config, rngs=nnx.Rngs(0)),
+            PairwiseHead(config.hidden_size, config.param_dtype, nnx.Rngs(0)))))
+        load_into(state, KEY_MAP, _tensor_source(path), mesh=mesh,
+                  what=f"{path}: not a PairRM checkpoint of this config.json")
+        net = nnx.merge(graphdef, state)
         tokenizer = load_tokenizer(path)
         marker_ids = []
         for marker, key in MARKER_CONFIG_KEYS.items():
@@ -127,8 +135,8 @@ class PairRM(PreferenceModel):
             if token_id is None or token_id == tokenizer.unk_token_id:
                 raise ValueError(f"{path}: the tokenizer has no {marker} token")
             marker_ids.append(token_id)
-        return cls(PairRMNet(encoder, head), tokenizer, tuple(marker_ids), mesh=mesh,
-                   batch_size=batch_size, mode=mode)
+        return cls(net, tokenizer, tuple(marker_ids), mesh=mesh,
+                   batch_size=batch_size, mode=mode, length_buckets=length_buckets)
 
     # Tokenisation, exactly as PairRM was trained (the PairRM-hf model card's recipe).
     def _encode(self, marker, text, max_length):
@@ -159,15 +167,21 @@ class PairRM(PreferenceModel):
     def _logits(self, prompts, pairs):
         return self.run_rows(*self._rows(prompts, pairs))
 
+    def compiled_programs(self):
+        """How many encoder programs this judge has compiled (one per batch shape it has met)."""
+        return self._forward._cache_size()
+
     def run_rows(self, rows, markers):
         """s for token rows (lists of ids) with their marker positions [N, 3]: sorted by length,
-        cut into batches of `batch_size`, each padded to a power-of-two width, run jitted."""
+        cut into batches of `batch_size`, each padded to the smallest of `length_buckets` that holds
+        its longest row, run jitted."""
         out = np.empty(len(rows), np.float32)
-        order = np.argsort([len(r) for r in rows])  # similar lengths share a bucket
+        order = np.argsort([len(r) for r in rows], kind="stable")  # similar lengths share a bucket
         sharding = parallel.batch_sharding(self.mesh, 2)
         for start in range(0, len(rows), self.batch_size):
             chunk = order[start:start + self.batch_size]
-            width = bucket_size(max(len(rows[i]) for i in chunk), minimum=16, what="PairRM row")
+            width = bucket_size(max(len(rows[i]) for i in chunk), self.length_buckets,
+                                what="PairRM row length")
             ids = np.zeros((self.batch_size, width), np.int32)  # right padding with [PAD] = 0
             mask = np.zeros((self.batch_size, width), np.int32)
             marks = np.zeros((self.batch_size, 3), np.int32)
@@ -175,10 +189,14 @@ class PairRM(PreferenceModel):
                 ids[slot, :len(rows[i])], mask[slot, :len(rows[i])] = rows[i], 1
                 marks[slot] = markers[i]
             mask[len(chunk):, 0] = 1  # padding rows: one real token keeps them finite
+            if (self.batch_size, width) not in self.shapes_run:
+                self.shapes_run.add((self.batch_size, width))
+                log.info("PairRM: compiling the encoder for %d rows × %d tokens (shape %d of this "
+                         "judge)", self.batch_size, width, len(self.shapes_run))
             # every process holds the same rows (multi-process: each places its share)
             placed = [parallel.place_global_array(x, sharding) for x in (ids, mask)]
             marks = parallel.place_global_array(marks, sharding)
-            logits = _pair_logits(self._state, self._graphdef, *placed, marks)
+            logits = self._forward(self._state, *placed, marks)
             out[chunk] = parallel.gather_to_host(logits)[:len(chunk)]
         self.rows_computed += len(rows)
         return out
@@ -207,13 +225,11 @@ class PairRM(PreferenceModel):
         return pref
 
 
-def _read_tensors(path):
+def _tensor_source(path):
+    """model.safetensors, read lazily; else pytorch_model.bin through torch (weights_only)."""
     weights = path / "model.safetensors"
     if weights.is_file():
-        try:
-            return load_file(str(weights))
-        except (SafetensorError, OSError) as err:
-            raise ValueError(f"{weights}: cannot read safetensors: {err}") from None
+        return SafetensorsSource({key: weights for key in open_safetensors(weights).keys()})
     legacy = path / "pytorch_model.bin"
     if legacy.is_file():
         try:
@@ -222,5 +238,5 @@ def _read_tensors(path):
             raise FileNotFoundError(f"{path} has only pytorch_model.bin; reading it needs torch "
                                     "(pip install torch), or convert it to model.safetensors") from None
         state = torch.load(legacy, map_location="cpu", weights_only=True)
-        return {k: v.float().numpy() for k, v in state.items()}
+        return ArraySource({k: v.float().numpy() for k, v in state.items()})
     raise FileNotFoundError(f"{path} has neither model.safetensors nor pytorch_model.bin")

@@ -5,10 +5,13 @@ content-to-position (c2p) and position-to-content (p2c) scores, keys shared betw
 relative positions (`share_att_key`), log-bucketed relative positions, LayerNorm on the relative
 embeddings, post-LN layers, exact GELU, LayerNorm eps 1e-7. Only relative positions: no absolute
 position or token-type embeddings (PairRM's configuration); other options are refused by name.
+
+The layers are stored stacked (each parameter has a leading layer axis) and run by `lax.scan`, so a
+program holds one layer whatever the depth; `scan_layers=False` runs the same arrays in a Python loop
+(the reference the scan is tested against). Checkpoints map through `models/loading.py`'s key table.
 """
 
 import math
-import re
 from dataclasses import dataclass
 
 import jax
@@ -16,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from nash_jax.models.loading import COPY, TRANSPOSE, ArraySource, KeyMap, Rule, load_into
 from nash_jax.models.params import param
 
 
@@ -33,6 +37,13 @@ class DebertaConfig:
     p2c: bool = True
     dtype: str = "float32"
     param_dtype: str = "float32"
+    scan_layers: bool = True  # run the stacked layers with lax.scan (False: a Python loop, inlined)
+    remat: str | None = None  # rematerialise each layer under a backward pass: one of REMAT_POLICIES
+
+    def __post_init__(self):
+        if self.remat is not None and self.remat not in REMAT_POLICIES:
+            raise ValueError(f"DeBERTa remat={self.remat!r}; expected None or one of "
+                             f"{sorted(REMAT_POLICIES)}")
 
     @property
     def head_dim(self):
@@ -44,7 +55,8 @@ class DebertaConfig:
         return self.position_buckets if self.position_buckets > 0 else self.max_relative_positions
 
 
-def config_from_hf(hf, *, dtype="float32", param_dtype=None, source="config.json"):
+def config_from_hf(hf, *, dtype="float32", param_dtype=None, source="config.json", scan_layers=True,
+                   remat=None):
     """DebertaConfig from a transformers DebertaV2Config-style config.json dict."""
     if hf.get("model_type") not in ("deberta-v2", "deberta_v2"):
         raise ValueError(f"{source}: model_type={hf.get('model_type')!r}; expected 'deberta-v2'")
@@ -73,7 +85,7 @@ def config_from_hf(hf, *, dtype="float32", param_dtype=None, source="config.json
         intermediate_size=hf["intermediate_size"], layer_norm_eps=hf.get("layer_norm_eps", 1e-7),
         max_relative_positions=max_relative if max_relative >= 1 else hf["max_position_embeddings"],
         position_buckets=hf.get("position_buckets", -1), c2p="c2p" in att_type, p2c="p2c" in att_type,
-        dtype=dtype, param_dtype=param_dtype or dtype)
+        dtype=dtype, param_dtype=param_dtype or dtype, scan_layers=scan_layers, remat=remat)
 
 
 def log_bucket_positions(relative, bucket_size, max_position):
@@ -89,19 +101,36 @@ def log_bucket_positions(relative, bucket_size, max_position):
     return np.where(abs_pos <= mid, relative, log_pos * sign).astype(np.int64)
 
 
-def relative_position_index(length, config):
-    """[L, L] rows of the relative-embedding table that query i uses for key j (static, host-side)."""
-    relative = np.arange(length)[:, None] - np.arange(length)[None, :]
+def relative_table_row(relative, config):
+    """Row of the relative-embedding table for relative positions i − j (static, host-side)."""
+    relative = np.asarray(relative)
     if config.position_buckets > 0:
         relative = log_bucket_positions(relative, config.position_buckets,
                                         config.max_relative_positions)
     return np.clip(relative + config.span, 0, 2 * config.span - 1).astype(np.int32)
 
 
+def relative_position_index(length, config):
+    """[L, L] rows of the relative-embedding table that query i uses for key j (static, host-side)."""
+    return relative_table_row(np.arange(length)[:, None] - np.arange(length)[None, :], config)
+
+
+def diagonal_to_square(x):
+    """x [..., L, 2L − 1] with x[..., i, m] the score of relative position i − j = L − 1 − m  ->
+    [..., L, L] indexed by (i, j): row i shifted left by L − 1 − i, done by reshapes (no [L, L]
+    gather; the Transformer-XL relative shift)."""
+    *lead, length, width = x.shape
+    if length == 1:
+        return x
+    flat = x.reshape(*lead, length * width)[..., length - 1:length - 1 + length * (2 * length - 2)]
+    return flat.reshape(*lead, length, 2 * length - 2)[..., :length]
+
+
 class LayerNorm(nnx.Module):
-    def __init__(self, dim, eps, param_dtype, rngs):
-        self.weight = param(rngs, (dim,), ("norm",), param_dtype, init="ones")
-        self.bias = param(rngs, (dim,), ("norm",), param_dtype, init="zeros")
+    def __init__(self, dim, eps, param_dtype, rngs, layers=None):
+        stack, axes = ((layers,), (None,)) if layers else ((), ())
+        self.weight = param(rngs, (*stack, dim), (*axes, "norm"), param_dtype, init="ones")
+        self.bias = param(rngs, (*stack, dim), (*axes, "norm"), param_dtype, init="zeros")
         self.eps = eps
 
     def __call__(self, x):
@@ -113,62 +142,81 @@ class LayerNorm(nnx.Module):
 
 
 class Linear(nnx.Module):
-    def __init__(self, d_in, d_out, axes, param_dtype, rngs):
-        self.kernel = param(rngs, (d_in, d_out), axes, param_dtype)
-        self.bias = param(rngs, (d_out,), axes[1:], param_dtype, init="zeros")
+    """x @ kernel + bias; with `layers`, every parameter has a leading layer axis (one per layer)."""
+
+    def __init__(self, d_in, d_out, axes, param_dtype, rngs, layers=None):
+        stack, lead = ((layers,), (None,)) if layers else ((), ())
+        self.kernel = param(rngs, (*stack, d_in, d_out), (*lead, *axes), param_dtype)
+        self.bias = param(rngs, (*stack, d_out), (*lead, *axes[1:]), param_dtype, init="zeros")
 
     def __call__(self, x):
         return x @ self.kernel[...].astype(x.dtype) + self.bias[...].astype(x.dtype)
 
 
 class DisentangledAttention(nnx.Module):
-    def __init__(self, config, rngs):
+    def __init__(self, config, rngs, layers=None):
         c, pd = config, config.param_dtype
         self.config = config
-        self.query_proj = Linear(c.hidden_size, c.hidden_size, ("embed", "heads"), pd, rngs)
-        self.key_proj = Linear(c.hidden_size, c.hidden_size, ("embed", "heads"), pd, rngs)
-        self.value_proj = Linear(c.hidden_size, c.hidden_size, ("embed", "heads"), pd, rngs)
-        self.output = Linear(c.hidden_size, c.hidden_size, ("heads", "embed"), pd, rngs)
-        self.output_norm = LayerNorm(c.hidden_size, c.layer_norm_eps, pd, rngs)
+        dims = (c.hidden_size, c.hidden_size)
+        self.query_proj = Linear(*dims, ("embed", "heads"), pd, rngs, layers)
+        self.key_proj = Linear(*dims, ("embed", "heads"), pd, rngs, layers)
+        self.value_proj = Linear(*dims, ("embed", "heads"), pd, rngs, layers)
+        self.output = Linear(*dims, ("heads", "embed"), pd, rngs, layers)
+        self.output_norm = LayerNorm(c.hidden_size, c.layer_norm_eps, pd, rngs, layers)
 
     def _heads(self, x):
-        b, n, _ = x.shape
-        return x.reshape(b, n, self.config.num_heads, self.config.head_dim).transpose(0, 2, 1, 3)
+        *lead, n, _ = x.shape
+        x = x.reshape(*lead, n, self.config.num_heads, self.config.head_dim)
+        return jnp.moveaxis(x, -2, -3)  # [..., H, n, D]
 
-    def __call__(self, x, mask, rel_embeddings, rel_index):
-        """x [B, L, E]; mask [B, 1, L, L] bool; rel_embeddings [2S, E] (normalised); rel_index [L, L]."""
+    def __call__(self, x, real, rel_embeddings, rel_rows):
+        """x [B, L, E]; real [B, L] bool (not padding); rel_embeddings [R, E] (normalised, only the
+        rows this length reaches); rel_rows [2, 2L − 1]: the row of rel_embeddings for relative
+        position t = L − 1 − m (c2p, row 0) and for −t (p2c, row 1)."""
         c = self.config
-        q, k, v = (self._heads(proj(x)) for proj in (self.query_proj, self.key_proj, self.value_proj))
+        f32 = jnp.float32
         scale = math.sqrt(c.head_dim * (1 + c.c2p + c.p2c))
-        scores = jnp.einsum("bhid,bhjd->bhij", q, k / scale).astype(jnp.float32)
-        rel = rel_embeddings[None].astype(x.dtype)
-        if c.c2p:  # query content · key position: Q_i · Kr[P[i, j]]
-            pos_key = self._heads(self.key_proj(rel))[0]  # [H, 2S, D]
-            c2p = jnp.einsum("bhid,hrd->bhir", q, pos_key)
-            scores += jnp.take_along_axis(c2p, rel_index[None, None], axis=-1) / scale
-        if c.p2c:  # key content · query position: K_j · Qr[P[i, j]]
-            pos_query = self._heads(self.query_proj(rel))[0]
-            p2c = jnp.einsum("bhjd,hrd->bhjr", k, pos_query)
-            scores += jnp.swapaxes(jnp.take_along_axis(p2c, rel_index.T[None, None], axis=-1),
-                                   -1, -2) / scale
-        scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
+        q, k, v = (self._heads(proj(x)) for proj in (self.query_proj, self.key_proj, self.value_proj))
+        # One 1/scale on the [B, H, L, D] queries instead of one per [B, H, L, L] score term.
+        q = q / jnp.asarray(scale, q.dtype)
+        scores = jnp.einsum("bhid,bhjd->bhij", q, k, preferred_element_type=f32)
+        rel = rel_embeddings.astype(x.dtype)
+        # Position terms: [L, R] products, the 2L − 1 columns of each relative position picked by a
+        # one-axis take, then shifted into [L, L]: c2p[i, j] = Q_i · Kr[P(i − j)].
+        if c.c2p:
+            pos_key = self._heads(self.key_proj(rel))  # [H, R, D]
+            c2p = jnp.einsum("bhid,hrd->bhir", q, pos_key, preferred_element_type=f32)
+            scores += diagonal_to_square(jnp.take(c2p, rel_rows[0], axis=-1))
+        if c.p2c:  # p2c[i, j] = K_j · Qr[P(i − j)]: the same shift on (j, i), then transposed
+            pos_query = self._heads(self.query_proj(rel)) / jnp.asarray(scale, x.dtype)
+            p2c = jnp.einsum("bhjd,hrd->bhjr", k, pos_query, preferred_element_type=f32)
+            scores += jnp.swapaxes(diagonal_to_square(jnp.take(p2c, rel_rows[1], axis=-1)), -1, -2)
+        mask = real[:, None, :, None] & real[:, None, None, :]
+        scores = jnp.where(mask, scores, jnp.finfo(f32).min)
         probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
         context = jnp.einsum("bhij,bhjd->bihd", probs, v).reshape(x.shape)
         return self.output_norm(self.output(context) + x)
 
 
 class EncoderLayer(nnx.Module):
-    def __init__(self, config, rngs):
-        c, pd = config, config.param_dtype
-        self.attention = DisentangledAttention(config, rngs)
-        self.intermediate = Linear(c.hidden_size, c.intermediate_size, ("embed", "mlp"), pd, rngs)
-        self.output = Linear(c.intermediate_size, c.hidden_size, ("mlp", "embed"), pd, rngs)
-        self.output_norm = LayerNorm(c.hidden_size, c.layer_norm_eps, pd, rngs)
+    """One post-LN layer; built with `layers=N`, one module holds all N layers' parameters stacked."""
 
-    def __call__(self, x, mask, rel_embeddings, rel_index):
-        y = self.attention(x, mask, rel_embeddings, rel_index)
+    def __init__(self, config, rngs, layers=None):
+        c, pd = config, config.param_dtype
+        self.attention = DisentangledAttention(config, rngs, layers)
+        self.intermediate = Linear(c.hidden_size, c.intermediate_size, ("embed", "mlp"), pd, rngs,
+                                   layers)
+        self.output = Linear(c.intermediate_size, c.hidden_size, ("mlp", "embed"), pd, rngs, layers)
+        self.output_norm = LayerNorm(c.hidden_size, c.layer_norm_eps, pd, rngs, layers)
+
+    def __call__(self, x, real, rel_embeddings, rel_rows):
+        y = self.attention(x, real, rel_embeddings, rel_rows)
         hidden = jax.nn.gelu(self.intermediate(y), approximate=False)
         return self.output_norm(self.output(hidden) + y)
+
+
+REMAT_POLICIES = {"full": None, "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+                  "nothing_saveable": jax.checkpoint_policies.nothing_saveable}
 
 
 class Deberta(nnx.Module):
@@ -179,74 +227,70 @@ class Deberta(nnx.Module):
         self.embed_norm = LayerNorm(c.hidden_size, c.layer_norm_eps, pd, rngs)
         self.rel_embeddings = param(rngs, (2 * c.span, c.hidden_size), ("length", "embed"), pd)
         self.rel_norm = LayerNorm(c.hidden_size, c.layer_norm_eps, pd, rngs)
-        self.layers = nnx.List([EncoderLayer(c, rngs) for _ in range(c.num_layers)])
+        self.layers = EncoderLayer(c, rngs, layers=c.num_layers)  # every parameter [N, ...]
 
     def __call__(self, input_ids, attention_mask):
         """Last-layer hidden states [B, L, E] for token ids [B, L] and a 0/1 mask [B, L]."""
-        dtype = jnp.dtype(self.config.dtype)
+        c = self.config
+        dtype = jnp.dtype(c.dtype)
         real = attention_mask.astype(bool)
         x = self.embed_norm(jnp.take(self.word_embeddings[...], input_ids, axis=0).astype(dtype))
         x = x * real[..., None].astype(dtype)
-        mask = (real[:, None, :, None] & real[:, None, None, :])
-        rel_embeddings = self.rel_norm(self.rel_embeddings[...])
-        rel_index = jnp.asarray(relative_position_index(input_ids.shape[1], self.config))
-        for layer in self.layers:
-            x = layer(x, mask, rel_embeddings, rel_index)
+        # Only the table rows a length-L input can reach: c2p / p2c then cost [L, R], R ≤ 2S.
+        offsets = np.arange(input_ids.shape[1] - 1, -input_ids.shape[1], -1)
+        rows = np.stack([relative_table_row(offsets, c), relative_table_row(-offsets, c)])
+        low, high = int(rows.min()), int(rows.max()) + 1
+        rel_embeddings = self.rel_norm(self.rel_embeddings[low:high])
+        rel_rows = jnp.asarray(rows - low)
+        graphdef, stacked = nnx.split(self.layers)
+
+        def layer(x, params):
+            return nnx.merge(graphdef, params)(x, real, rel_embeddings, rel_rows), None
+
+        if c.remat is not None:
+            layer = jax.checkpoint(layer, policy=REMAT_POLICIES[c.remat])
+        if c.scan_layers:  # one compiled layer body, whatever the depth
+            x, _ = jax.lax.scan(layer, x, stacked)
+        else:  # every layer inlined: the comparison for parity and compile-time benchmarks
+            for i in range(c.num_layers):
+                x, _ = layer(x, jax.tree.map(lambda a, i=i: a[i], stacked))
         return x
 
 
-# transformers' DebertaV2Model key names (after any prefix) -> our parameter paths.
-KEY_MAP = [
-    (r"embeddings\.word_embeddings\.weight", "word_embeddings", "copy"),
-    (r"embeddings\.LayerNorm\.(weight|bias)", "embed_norm.{0}", "copy"),
-    (r"encoder\.rel_embeddings\.weight", "rel_embeddings", "copy"),
-    (r"encoder\.LayerNorm\.(weight|bias)", "rel_norm.{0}", "copy"),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)_proj\.weight",
-     "layers.{0}.attention.{1}_proj.kernel", "transpose"),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)_proj\.bias",
-     "layers.{0}.attention.{1}_proj.bias", "copy"),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.weight",
-     "layers.{0}.attention.output.kernel", "transpose"),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.bias", "layers.{0}.attention.output.bias",
-     "copy"),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.(weight|bias)",
-     "layers.{0}.attention.output_norm.{1}", "copy"),
-    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.weight", "layers.{0}.intermediate.kernel",
-     "transpose"),
-    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.bias", "layers.{0}.intermediate.bias", "copy"),
-    (r"encoder\.layer\.(\d+)\.output\.dense\.weight", "layers.{0}.output.kernel", "transpose"),
-    (r"encoder\.layer\.(\d+)\.output\.dense\.bias", "layers.{0}.output.bias", "copy"),
-    (r"encoder\.layer\.(\d+)\.output\.LayerNorm\.(weight|bias)", "layers.{0}.output_norm.{1}", "copy"),
-]
-IGNORED = re.compile(r".*position_ids$")
+def key_rules(hf_prefix="", ours_prefix=""):
+    """transformers' DebertaV2Model keys -> our parameter paths, for `loading.KeyMap`: every
+    per-layer tensor `encoder.layer.{layer}.…` fills slot `layer` of a stacked parameter."""
+    layer = hf_prefix + "encoder.layer.{layer}."
+    rules = [
+        ("embeddings.word_embeddings.weight", "word_embeddings", COPY),
+        ("embeddings.LayerNorm.{p}", "embed_norm.{p}", COPY),
+        ("encoder.rel_embeddings.weight", "rel_embeddings", COPY),
+        ("encoder.LayerNorm.{p}", "rel_norm.{p}", COPY),
+    ]
+    rules = [Rule(hf_prefix + hf, ours_prefix + ours, t) for hf, ours, t in rules]
+    return rules + [Rule(layer + hf, ours_prefix + "layers." + ours, t) for hf, ours, t in [
+        ("attention.self.{qkv}_proj.weight", "attention.{qkv}_proj.kernel", TRANSPOSE),
+        ("attention.self.{qkv}_proj.bias", "attention.{qkv}_proj.bias", COPY),
+        ("attention.output.dense.weight", "attention.output.kernel", TRANSPOSE),
+        ("attention.output.dense.bias", "attention.output.bias", COPY),
+        ("attention.output.LayerNorm.{p}", "attention.output_norm.{p}", COPY),
+        ("intermediate.dense.weight", "intermediate.kernel", TRANSPOSE),
+        ("intermediate.dense.bias", "intermediate.bias", COPY),
+        ("output.dense.weight", "output.kernel", TRANSPOSE),
+        ("output.dense.bias", "output.bias", COPY),
+        ("output.LayerNorm.{p}", "output_norm.{p}", COPY),
+    ]]
 
 
-def deberta_from_tensors(config, tensors, prefix=""):
-    """A Deberta from {HF key: numpy array}; every missing, unexpected or mis-shaped tensor is named
-    in one ValueError. Keys outside `prefix` are left for the caller (a judge's head)."""
+PLACEHOLDERS = {"p": "weight|bias", "qkv": "query|key|value"}
+IGNORED = r".*position_ids"
+KEY_MAP = KeyMap(key_rules(), PLACEHOLDERS, ignored=IGNORED)
+
+
+def deberta_from_tensors(config, tensors, *, mesh=None):
+    """A Deberta from {HF key: array} or a `loading` source (read lazily, layer by layer into the
+    stacked parameters); every missing, unexpected or mis-shaped tensor is named in one ValueError."""
+    source = tensors if hasattr(tensors, "read") else ArraySource(tensors)
     graphdef, state = nnx.split(nnx.eval_shape(lambda: Deberta(config, rngs=nnx.Rngs(0))))
-    expected = {".".join(map(str, path)): v for path, v in nnx.to_flat_state(state)}
-    loaded, problems = set(), []
-    for key, array in tensors.items():
-        if not key.startswith(prefix) or IGNORED.fullmatch(key):
-            continue
-        name = key[len(prefix):]
-        match = next(((m, ours, kind) for pattern, ours, kind in KEY_MAP
-                      if (m := re.fullmatch(pattern, name))), None)
-        if match is None or match[1].format(*match[0].groups()) not in expected:
-            problems.append(f"unexpected tensor {key!r}")
-            continue
-        ours = match[1].format(*match[0].groups())
-        loaded.add(ours)  # present, even if mis-shaped: reported once, below
-        value = np.asarray(array).T if match[2] == "transpose" else np.asarray(array)
-        want = expected[ours].get_value().shape
-        if value.shape != want:
-            problems.append(f"tensor {key!r} has shape {list(np.shape(array))}; expected "
-                            f"{list(want[::-1] if match[2] == 'transpose' else want)}")
-            continue
-        expected[ours].set_value(jnp.asarray(value, jnp.dtype(config.param_dtype)))
-    problems += [f"missing tensor for parameter {p}" for p in sorted(set(expected) - loaded)]
-    if problems:
-        raise ValueError(f"DeBERTa checkpoint does not match the config ({len(problems)} problems):"
-                         "\n  " + "\n  ".join(problems))
+    load_into(state, KEY_MAP, source, mesh=mesh, what="DeBERTa checkpoint does not match the config")
     return nnx.merge(graphdef, state)

@@ -17,7 +17,7 @@ from typing import Callable
 
 import yaml
 
-from nash_jax import components
+from nash_jax import compilation_cache, components
 from nash_jax import config as config_lib
 from nash_jax.config import to_dict
 from nash_jax.runs import RunDir
@@ -125,6 +125,8 @@ def summary_lines(config, report):
 def run(config):
     """Run (or resume) the recipe a config names; returns the report dict."""
     recipe = get(config.recipe)
+    if config.compilation_cache_dir is not None:  # before anything compiles
+        compilation_cache.enable(config.compilation_cache_dir)
     if recipe.check is not None:
         recipe.check(config)
     # every path, before the config is locked into the run directory
