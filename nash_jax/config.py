@@ -67,7 +67,7 @@ class ModelConfig:
     tokenizer: str | None = None  # defaults to the model directory
     dtype: Literal["float32", "bfloat16"] = "float32"  # compute dtype
     param_dtype: Literal["float32", "bfloat16"] | None = None  # storage dtype (default: dtype)
-    # per-layer rematerialisation (models/llama.py REMAT_POLICIES); true = "full"
+    # per-layer rematerialisation (models/remat.py REMAT_POLICIES); true = "full"
     remat: bool | Literal["none", "full", "dots", "dots_with_no_batch_dims"] = False
     attention: Literal["auto", "reference", "xla", "cudnn", "splash"] = "auto"  # models/attention.py
 

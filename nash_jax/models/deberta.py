@@ -21,6 +21,7 @@ from flax import nnx
 
 from nash_jax.models.loading import COPY, TRANSPOSE, ArraySource, KeyMap, Rule, load_into
 from nash_jax.models.params import param
+from nash_jax.models.remat import check_remat, rematerialised
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,12 @@ class DebertaConfig:
     dtype: str = "float32"
     param_dtype: str = "float32"
     scan_layers: bool = True  # run the stacked layers with lax.scan (False: a Python loop, inlined)
-    remat: str | None = None  # rematerialise each layer under a backward pass: one of REMAT_POLICIES
+    remat: str = "none"  # per layer, under a backward pass: one of models/remat.py REMAT_POLICIES
 
     def __post_init__(self):
-        if self.remat is not None and self.remat not in REMAT_POLICIES:
-            raise ValueError(f"DeBERTa remat={self.remat!r}; expected None or one of "
-                             f"{sorted(REMAT_POLICIES)}")
+        if self.remat is None:
+            object.__setattr__(self, "remat", "none")
+        check_remat(self.remat, "DeBERTa")
 
     @property
     def head_dim(self):
@@ -128,7 +129,7 @@ def diagonal_to_square(x):
 
 class LayerNorm(nnx.Module):
     def __init__(self, dim, eps, param_dtype, rngs, layers=None):
-        stack, axes = ((layers,), (None,)) if layers else ((), ())
+        stack, axes = ((layers,), ("layers",)) if layers else ((), ())
         self.weight = param(rngs, (*stack, dim), (*axes, "norm"), param_dtype, init="ones")
         self.bias = param(rngs, (*stack, dim), (*axes, "norm"), param_dtype, init="zeros")
         self.eps = eps
@@ -145,7 +146,7 @@ class Linear(nnx.Module):
     """x @ kernel + bias; with `layers`, every parameter has a leading layer axis (one per layer)."""
 
     def __init__(self, d_in, d_out, axes, param_dtype, rngs, layers=None):
-        stack, lead = ((layers,), (None,)) if layers else ((), ())
+        stack, lead = ((layers,), ("layers",)) if layers else ((), ())
         self.kernel = param(rngs, (*stack, d_in, d_out), (*lead, *axes), param_dtype)
         self.bias = param(rngs, (*stack, d_out), (*lead, *axes[1:]), param_dtype, init="zeros")
 
@@ -215,10 +216,6 @@ class EncoderLayer(nnx.Module):
         return self.output_norm(self.output(hidden) + y)
 
 
-REMAT_POLICIES = {"full": None, "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
-                  "nothing_saveable": jax.checkpoint_policies.nothing_saveable}
-
-
 class Deberta(nnx.Module):
     def __init__(self, config, *, rngs):
         c, pd = config, config.param_dtype
@@ -247,8 +244,7 @@ class Deberta(nnx.Module):
         def layer(x, params):
             return nnx.merge(graphdef, params)(x, real, rel_embeddings, rel_rows), None
 
-        if c.remat is not None:
-            layer = jax.checkpoint(layer, policy=REMAT_POLICIES[c.remat])
+        layer = rematerialised(layer, c.remat)
         if c.scan_layers:  # one compiled layer body, whatever the depth
             x, _ = jax.lax.scan(layer, x, stacked)
         else:  # every layer inlined: the comparison for parity and compile-time benchmarks

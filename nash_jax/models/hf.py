@@ -163,7 +163,7 @@ def load_pretrained(path, *, mesh=None, dtype="float32", param_dtype=None, remat
     """A ready Llama-family NNX model from a local HF directory, its weights placed on `mesh`.
 
     dtype: compute dtype; param_dtype: storage dtype (defaults to dtype); remat: per-layer policy
-    (see llama.REMAT_POLICIES; True = "full"); attention: see models/attention.py. Without a mesh, the
+    (see models/remat.py; True = "full"); attention: see models/attention.py. Without a mesh, the
     parameters go to the default device. The whole checkpoint is checked from its headers first;
     then each parameter is read (a stacked one layer by layer into one buffer) and placed on its
     devices before the next, so the host never holds a second copy of the model.

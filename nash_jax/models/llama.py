@@ -31,15 +31,7 @@ from flax import nnx
 
 from nash_jax.models.attention import attention, check_implementation
 from nash_jax.models.params import param
-
-# remat: what a layer keeps for the backward pass (the rest is recomputed)
-REMAT_POLICIES = {
-    "none": None,  # keep everything: no recomputation
-    "full": jax.checkpoint_policies.nothing_saveable,  # keep only the layer's input
-    "dots": jax.checkpoint_policies.checkpoint_dots,  # keep matmul outputs
-    "dots_with_no_batch_dims": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
-}
-
+from nash_jax.models.remat import REMAT_POLICIES, check_remat, rematerialised
 
 @dataclass(frozen=True)
 class LlamaConfig:
@@ -74,9 +66,7 @@ class LlamaConfig:
             raise ValueError(f"{len(self.sliding_windows)} sliding windows for {self.num_layers} layers")
         if isinstance(self.remat, bool):  # the old flag: per-layer full remat or none
             object.__setattr__(self, "remat", "full" if self.remat else "none")
-        if self.remat not in REMAT_POLICIES:
-            raise ValueError(f"remat={self.remat!r}; expected one of {sorted(REMAT_POLICIES)} "
-                             f"(or true/false)")
+        check_remat(self.remat, "Llama")
         check_implementation(self.attention)
 
     def window(self, layer):
@@ -347,9 +337,8 @@ class Llama(nnx.Module):
             x, layer_cache = nnx.merge(graphdef, layer_state)(x, context, window, layer_cache)
             return (x, None if kv is None else (*layer_cache[:2], kv[2])), None
 
-        policy = REMAT_POLICIES[c.remat]
-        if cache is None and c.remat != "none":
-            layer = jax.checkpoint(layer, policy=policy, prevent_cse=not c.scan_layers)
+        if cache is None:  # remat pays off only under a backward pass, not when decoding
+            layer = rematerialised(layer, c.remat, prevent_cse=not c.scan_layers)
         if c.scan_layers:
             xs = (state, jnp.arange(c.num_layers), jnp.asarray(windows))
             (x, kv), _ = jax.lax.scan(layer, (x, cache), xs)

@@ -109,10 +109,11 @@ def train(config, run, splits, tokenizer, judge, mesh):
             evaluate(step, state.params)
         reference = extra["reference"]  # μ
         batch_texts, batch_ids = zip(*item)
-        policy, mu = model_def.merge(state.params), model_def.merge(reference)
-        ys = generate(policy, list(batch_ids), num_samples=1,
+        # `initial` only lends its structure: the sampler splits it once and takes new params each step
+        ys = generate(initial, list(batch_ids), num_samples=1, params=state.params,
                       key=runs.stage_key(config.seed, 0, "generate", step), **sampling)
-        opponents = mixture_generate(policy, mu, n.mixture_beta, list(batch_ids), num_samples=1,
+        opponents = mixture_generate(initial, initial, n.mixture_beta, list(batch_ids), num_samples=1,
+                                     policy_params=state.params, reference_params=reference,
                                      key=runs.stage_key(config.seed, 0, "opponent", step), **sampling)
         y_ids = [ys.tokens[b, 0, :ys.lengths[b, 0]].tolist() for b in range(len(batch_ids))]
         y_texts = [tokenizer.decode(r, skip_special_tokens=True) for r in y_ids]

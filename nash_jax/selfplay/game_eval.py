@@ -83,9 +83,7 @@ def first_token_logprobs(model, prompt_ids, mesh, pad_id, per_call=1024):
     for start in range(0, len(prompt_ids), per_call):
         chunk = prompt_ids[start:start + per_call]
         width = bucket_size(max(len(p) for p in chunk), minimum=8)
-        rows = parallel.pad_to_shards(chunk, mesh)
-        rows = rows + [rows[0]] * (bucket_size(len(rows), multiple_of=parallel.data_shards(mesh))
-                                   - len(rows))
+        rows = parallel.pad_to_shards(chunk, mesh, bucket=True)
         tokens, segment_ids = left_pad(rows, width, pad_id)
         sharding = parallel.batch_sharding(mesh, 2)
         logp = _next_token_logprobs(model, parallel.place_global_array(tokens, sharding),
