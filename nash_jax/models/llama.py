@@ -274,6 +274,18 @@ class Llama(nnx.Module):
 
     def __call__(self, tokens, positions=None, segment_ids=None, cache=None):
         """logits [B, T, V] float32 and the updated cache (None without one)."""
+        x, cache = self.hidden_states(tokens, positions, segment_ids, cache)
+        head = self.unembedding().astype(x.dtype)
+        return jnp.einsum("bte,ve->btv", x, head).astype(jnp.float32), cache
+
+    def unembedding(self):
+        """The output head [V, E] in the parameter dtype (the embedding when tied)."""
+        head = self.embed if self.config.tie_word_embeddings else self.lm_head
+        return head[...]
+
+    def hidden_states(self, tokens, positions=None, segment_ids=None, cache=None):
+        """Final-normed hidden states [B, T, E] in the compute dtype and the updated cache (None
+        without one): the logits are these times unembedding()ᵀ."""
         c = self.config
         dtype = jnp.dtype(c.dtype)
         if segment_ids is None:
@@ -304,11 +316,9 @@ class Llama(nnx.Module):
                 keys, values = layer_cache[:2]
 
         x = self.final_norm(x)
-        head = self.embed if c.tie_word_embeddings else self.lm_head
-        logits = jnp.einsum("bte,ve->btv", x, head[...].astype(dtype)).astype(jnp.float32)
         if cache is None:
-            return logits, None
-        return logits, KVCache(keys=keys, values=values, segment_ids=key_segments, end=cache.end + t)
+            return x, None
+        return x, KVCache(keys=keys, values=values, segment_ids=key_segments, end=cache.end + t)
 
 
 def _check_cache_room(cache, new_tokens):
