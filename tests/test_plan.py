@@ -175,5 +175,9 @@ def test_llama3_8b_with_adamw_on_one_141gb_gpu_does_not_fit_even_with_remat():
     assert rmsprop["fits"], plan.table(rmsprop)
 
 
-def test_default_chunk_is_what_the_config_defaults_to():
+def test_default_chunk_is_what_the_config_defaults_to_and_negative_chunks_are_refused(tiny_config):
     assert config_lib.TrainConfig().logprob_chunk == DEFAULT_LOGPROB_CHUNK
+    with pytest.raises(ValueError, match="train.logprob_chunk=-1; expected a value ≥ 0"):
+        config_lib.load_config(tiny_config, ["train.logprob_chunk=-1"])
+    with pytest.raises(ValueError, match="mesh.device_memory='lots'"):
+        config_lib.load_config(tiny_config, ["mesh.device_memory=lots"])
