@@ -89,7 +89,7 @@ def test_a_config_that_does_not_fit_is_refused_naming_what(tiny_config, capsys):
     assert status == 2
     assert "does not fit: the compiled step needs" in err and "over the 20.0 KiB of device memory" in err
     result = plan.plan(config_lib.load_config(tiny_config), devices=1, compile_step=False)
-    terms = {k: result[f"{k}_bytes"] for k in ("parameters", "optimizer", "gradients", "activations")}
+    terms = {k: result[f"{k}_bytes"] for k in plan._TERMS}
     assert f"the largest term is {max(terms, key=terms.get)}" in err
     too_big = [k for k, v in terms.items() if v > 20 * 1024]
     assert too_big and f"{', '.join(too_big)} alone exceed it" in err
@@ -160,19 +160,26 @@ def test_presets_on_eight_80gb_gpus_with_fsdp_fit(name, shape, count):
     assert result["fits"] and plan.shortfall(result) is None
 
 
-def test_llama3_8b_with_adamw_on_one_141gb_gpu_does_not_fit_even_with_remat():
+def test_llama3_8b_in_fp32_on_one_141gb_gpu_does_not_fit_even_with_remat_and_bf16_does():
     """fp32 parameters 32 GB + AdamW's two fp32 moments 64 GB + gradient and accumulator 64 GB =
-    160 GB > 141 GB before any activation; with RMSprop and 64 micro-batches it fits (128 GB + ~3 GiB)."""
+    160 GB > 141 GB before any activation. RMSprop (one slot) with 64 micro-batches of one row: 32 +
+    32 + 64 + the update's new parameters 32 = 160 GB, still over. bf16 parameters and slots (the
+    accumulator stays fp32): 16 + 16 + 16 + 32 + 16 GB + activations: fits."""
     p, _ = _parameter_count("llama3_8b")
     adamw = _preset_plan("sppo_llama3_8b.yaml", "llama3_8b", 1, "141GB",
                          ["train.optimizer.name=adamw"])
     assert adamw["optimizer_bytes"] >= 2 * 4 * p
     assert not adamw["fits"]
     problem = plan.shortfall(adamw)
-    assert "largest term is optimizer" in problem and "parameters, optimizer, gradients" not in problem
+    assert "largest term is optimizer" in problem and "alone exceed" not in problem
     rmsprop = _preset_plan("sppo_llama3_8b.yaml", "llama3_8b", 1, "141GB", ["train.micro_batches=64"])
     assert rmsprop["remat"] and rmsprop["rows_per_device"] == 1
-    assert rmsprop["fits"], plan.table(rmsprop)
+    assert not rmsprop["fits"]
+    assert 4 * p * 5 <= rmsprop["total_bytes"] - rmsprop["activations_bytes"] <= 4 * p * 5 + 2**20
+    bf16 = _preset_plan("sppo_llama3_8b.yaml", "llama3_8b", 1, "141GB",
+                        ["train.micro_batches=64", "model.param_dtype=bfloat16"])
+    assert bf16["parameters_bytes"] == 2 * p
+    assert bf16["fits"], plan.table(bf16)
 
 
 def test_default_chunk_is_what_the_config_defaults_to_and_negative_chunks_are_refused(tiny_config):
