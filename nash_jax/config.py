@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import importlib
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -148,7 +149,8 @@ class OptimConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     DOMAINS = {"batch_size": AT_LEAST_1, "micro_batches": AT_LEAST_1, "epochs": AT_LEAST_1,
-               "checkpoint_every": AT_LEAST_1, "max_skipped_fraction": PROBABILITY}
+               "checkpoint_every": AT_LEAST_1, "max_skipped_fraction": PROBABILITY,
+               "logprob_chunk": NON_NEGATIVE}
     batch_size: int = 64  # examples per step (global)
     micro_batches: int = 1
     epochs: int = 1
@@ -156,7 +158,23 @@ class TrainConfig:
     # a training stage stops with an error once more than this share of its steps were skipped as
     # non-finite (loss, gradient or parameters)
     max_skipped_fraction: float = 0.1
+    # token positions whose fp32 logits a step holds at once (0: the whole [N, T, V] logits); the
+    # same log-probs and gradients either way, far less memory for large vocabularies
+    logprob_chunk: int = 1024
     optimizer: OptimConfig = field(default_factory=OptimConfig)
+
+
+_BYTE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_bytes(text, key="device memory"):
+    """'80GiB', '141GB', '1.5 TiB', '1024' → bytes (GB = 10⁹, GiB = 2³⁰)."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+    unit = match and match.group(2).lower()
+    if not match or unit not in _BYTE_UNITS or float(match.group(1)) <= 0:
+        raise ValueError(f"{key}={text!r}; expected a positive size such as 80GiB or 141GB")
+    return int(float(match.group(1)) * _BYTE_UNITS[unit])
 
 
 @dataclass(frozen=True)
@@ -165,6 +183,14 @@ class MeshConfig:
     data: int = 1
     fsdp: int = -1  # -1: all the devices left
     tensor: int = 1
+    # memory of one device ("80GiB", "141GB"): a run whose parameters, optimiser state and gradients
+    # cannot fit it stops before loading any weights (nash_jax/plan.py); default: what the device
+    # reports (GPUs and TPUs do; CPUs do not, and then nothing is checked)
+    device_memory: str | None = None
+
+    def __post_init__(self):
+        if self.device_memory is not None:
+            parse_bytes(self.device_memory, "mesh.device_memory")
 
 
 @dataclass(frozen=True)

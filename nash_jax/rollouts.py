@@ -49,12 +49,18 @@ def token_batch(prompt_ids, response_ids, pad_id):
     return {"tokens": tokens, "segment_ids": segment_ids, "loss_mask": loss_mask}
 
 
-def sequence_logprobs(model, prompt_ids, response_ids, tokenizer, mesh, per_call=64):
-    """[B][K] Σ log π(response | prompt) under `model` (teacher forcing), for K responses per prompt."""
+def sequence_logprobs(model, prompt_ids, response_ids, tokenizer, mesh, per_call=64,
+                      logprob_chunk=None):
+    """[B][K] Σ log π(response | prompt) under `model` (teacher forcing), for K responses per prompt.
+
+    logprob_chunk: positions per chunk of logits (train/steps.py; default its DEFAULT_LOGPROB_CHUNK),
+    so that a 128K vocabulary never materialises [per_call, T, V] fp32 logits."""
     from nash_jax.train import make_logprobs, split_model
+    from nash_jax.train.steps import DEFAULT_LOGPROB_CHUNK
 
     model_def, params = split_model(model)
-    logprobs = make_logprobs(model_def, mesh)
+    chunk = DEFAULT_LOGPROB_CHUNK if logprob_chunk is None else logprob_chunk
+    logprobs = make_logprobs(model_def, mesh, logprob_chunk=chunk)
     pad_id = pad_id_of(tokenizer)
     flat = [(p, r) for p, rs in zip(prompt_ids, response_ids) for r in rs]
     out = []

@@ -30,6 +30,43 @@ def token_logprobs(logits, targets, mask):
     return jnp.where(mask, logp, 0.0)
 
 
+def chunked_token_logprobs(hidden, unembedding, targets, mask, *, chunk):
+    """token_logprobs(hidden @ unembeddingᵀ, targets, mask) without the [B, N, V] fp32 logits.
+
+    hidden [B, N, E] (compute dtype), unembedding [V, E], targets [B, N] int, mask [B, N] bool →
+    [B, N] float32. The B·N positions are cut into chunks of `chunk` (the last padded, masked out);
+    a scan runs them one at a time, each under jax.checkpoint, so that the forward keeps only each
+    chunk's log-probs and the backward recomputes one chunk's [chunk, V] logits at a time. The head
+    is cast to the hidden states' dtype and the logits to fp32, as the model's own forward does, so
+    values and gradients equal the full computation's.
+    """
+    b, n, e = hidden.shape
+    head = unembedding.astype(hidden.dtype)
+    rows = b * n
+    if chunk < 1:
+        raise ValueError(f"chunk={chunk}; expected a positive number of positions per chunk")
+    if rows <= chunk:  # one chunk: nothing to save, compute as the full path does
+        logits = jnp.einsum("bne,ve->bnv", hidden, head).astype(_F32)
+        return token_logprobs(logits, targets, mask)
+    count = -(-rows // chunk)
+    pad = count * chunk - rows
+    mask = mask.astype(bool)
+
+    def chunks(x):  # [B, N, ...] -> [count, chunk, ...], padded with zeros (masked out)
+        x = x.reshape(rows, *x.shape[2:])
+        x = jnp.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1))
+        return x.reshape(count, chunk, *x.shape[1:])
+
+    @jax.checkpoint
+    def one(h, t, m):
+        logits = jnp.einsum("ce,ve->cv", h, head).astype(_F32)
+        return token_logprobs(logits, t, m)
+
+    _, logp = jax.lax.scan(lambda _, xs: (None, one(*xs)), None,
+                           (chunks(hidden), chunks(targets), chunks(mask)))
+    return logp.reshape(count * chunk)[:rows].reshape(b, n)
+
+
 def sequence_logprobs(logits, targets, mask):
     """Σ_t log π(target_t | ·) over positions where mask is true → [B] float32.
 

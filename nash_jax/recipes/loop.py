@@ -106,7 +106,8 @@ class _StepLog:
 
 
 def fit_rows(run, stage, model, rows, *, objective, to_batch, optimizer, batch_size, epochs, seed,
-             checkpoint_every, mesh, micro_batches=1, max_skipped_fraction=0.1, **hyperparameters):
+             checkpoint_every, mesh, micro_batches=1, max_skipped_fraction=0.1, logprob_chunk=None,
+             **hyperparameters):
     """Train `model` on fixed `rows` (shuffled by `seed`, `epochs` passes, full batches of
     to_batch(rows)) with `objective`, and return it. Offline training: SPPO's iterations, warm starts.
     """
@@ -116,8 +117,9 @@ def fit_rows(run, stage, model, rows, *, objective, to_batch, optimizer, batch_s
                          f"of train.batch_size={batch_size}; lower the batch size or add prompts")
     tx, schedule = make_optimizer(dataclasses.replace(optimizer, total_steps=total))
     model_def, state, shardings = init_train_state(model, tx, mesh=mesh, seed=seed)
+    chunking = {} if logprob_chunk is None else {"logprob_chunk": logprob_chunk}
     step_fn = make_step(objective, model_def, tx, schedule, shardings, mesh, micro_batches=micro_batches,
-                        **hyperparameters)
+                        **chunking, **hyperparameters)
 
     def work(step, state, extra, batch_rows):
         state, metrics = step_fn.jitted(state, step_fn.place_global(to_batch(batch_rows)))

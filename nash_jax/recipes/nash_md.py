@@ -89,8 +89,9 @@ def train(config, run, splits, tokenizer, judge, mesh):
     tx, schedule = make_optimizer(optimizer_config(config, n.steps))
     model_def, state, shardings = init_train_state(initial, tx, mesh=mesh, seed=config.seed)
     step_fn = make_step("nash_md_pg", model_def, tx, schedule, shardings, mesh, tau=n.tau,
-                        micro_batches=config.train.micro_batches)
-    logprobs = make_logprobs(model_def, mesh)
+                        micro_batches=config.train.micro_batches,
+                        logprob_chunk=config.train.logprob_chunk)
+    logprobs = make_logprobs(model_def, mesh, logprob_chunk=config.train.logprob_chunk)
     epochs = -(-n.steps * n.prompts_per_step // len(ids))
     batches = iter(data.batches(list(zip(texts, ids)), n.prompts_per_step, epochs=epochs,
                                 seed=runs.stage_seed(config.seed, 0, "train"), drop_remainder=True))

@@ -202,6 +202,7 @@ def train(config, run, t, model, rows, mesh, tokenizer):
                     epochs=config.train.epochs, seed=runs.stage_seed(config.seed, t, "train"),
                     checkpoint_every=config.train.checkpoint_every, mesh=mesh,
                     micro_batches=config.train.micro_batches,
+                    logprob_chunk=config.train.logprob_chunk,
                     max_skipped_fraction=config.train.max_skipped_fraction, **hyperparameters)
 
 

@@ -32,28 +32,45 @@ from nash_jax.train.state import TrainState
 
 LOGPROB_SHAPES = {f: ("N", "T") for f in TOKEN_FIELDS}
 
+# Token positions whose [chunk, V] fp32 logits are live at once in a step (0: all of them, the full
+# [N, T, V] logits). 1024 positions of a 128K vocabulary are 512 MiB; batches that small take the
+# full path anyway (core/losses.chunked_token_logprobs), so tiny models pay nothing for it.
+DEFAULT_LOGPROB_CHUNK = 1024
 
-def token_logprobs(model_def, params, tokens, segment_ids, loss_mask):
+
+def token_logprobs(model_def, params, tokens, segment_ids, loss_mask,
+                   logprob_chunk=DEFAULT_LOGPROB_CHUNK):
     """Per-token log π(tokens_{t+1} | tokens_≤t) and their mask, both [..., T − 1] (float32, bool).
 
-    Leading axes beyond the example's ([N, 2, T] pairs) are flattened into one forward pass."""
+    Leading axes beyond the example's ([N, 2, T] pairs) are flattened into one forward pass. With
+    logprob_chunk > 0 the log-probs come from the hidden states chunk by chunk, never from the whole
+    [N, T − 1, V] logits (the same values and gradients)."""
     lead, t = tokens.shape[:-1], tokens.shape[-1]
     tokens, segment_ids, loss_mask = (x.reshape(-1, t) for x in (tokens, segment_ids, loss_mask))
-    logits, _ = model_def.merge(params)(tokens[:, :-1], segment_ids=segment_ids[:, :-1])
+    model = model_def.merge(params)
     mask = loss_mask[:, 1:]
-    logp = losses.token_logprobs(logits, tokens[:, 1:], mask)
+    if logprob_chunk:
+        hidden, _ = model.hidden_states(tokens[:, :-1], segment_ids=segment_ids[:, :-1])
+        logp = losses.chunked_token_logprobs(hidden, model.unembedding(), tokens[:, 1:], mask,
+                                             chunk=logprob_chunk)
+    else:
+        logits, _ = model(tokens[:, :-1], segment_ids=segment_ids[:, :-1])
+        logp = losses.token_logprobs(logits, tokens[:, 1:], mask)
     return logp.reshape(*lead, t - 1), mask.reshape(*lead, t - 1).astype(bool)
 
 
-def policy_logprobs(model_def, params, tokens, segment_ids, loss_mask):
+def policy_logprobs(model_def, params, tokens, segment_ids, loss_mask,
+                    logprob_chunk=DEFAULT_LOGPROB_CHUNK):
     """Σ_t log π(tokens_t | tokens_<t) over loss-mask positions → [N] float32."""
-    logp, _ = token_logprobs(model_def, params, tokens, segment_ids, loss_mask)
+    logp, _ = token_logprobs(model_def, params, tokens, segment_ids, loss_mask, logprob_chunk)
     return objectives.sequence_sums(logp)
 
 
-def objective_loss(objective, hyperparameters, model_def, params, batch):
+def objective_loss(objective, hyperparameters, model_def, params, batch,
+                   logprob_chunk=DEFAULT_LOGPROB_CHUNK):
     """(loss, per-example metrics) of `objective` on `batch` under `params`."""
-    token_logp, mask = token_logprobs(model_def, params, *(batch[f] for f in TOKEN_FIELDS))
+    token_logp, mask = token_logprobs(model_def, params, *(batch[f] for f in TOKEN_FIELDS),
+                                      logprob_chunk=logprob_chunk)
     aligned = {f: batch[f][..., 1:] if "T" in objective.fields.get(f, ()) else batch[f] for f in batch}
     return objective.loss(token_logp, mask, aligned, **hyperparameters)
 
@@ -213,6 +230,12 @@ def _check_micro_batches(micro_batches):
         raise ValueError(f"micro_batches must be a positive integer; got {micro_batches!r}")
 
 
+def _check_logprob_chunk(logprob_chunk):
+    if not isinstance(logprob_chunk, int) or isinstance(logprob_chunk, bool) or logprob_chunk < 0:
+        raise ValueError(f"logprob_chunk must be a non-negative integer (0: full logits); got "
+                         f"{logprob_chunk!r}")
+
+
 def _check_hyperparameters(objective, hyperparameters):
     wanted, given = set(objective.hyperparameters), set(hyperparameters)
     if wanted != given:
@@ -224,34 +247,40 @@ def _check_hyperparameters(objective, hyperparameters):
 
 
 def make_step(objective, model_def, optimizer, schedule, shardings, mesh, *, micro_batches=1,
-              **hyperparameters):
+              logprob_chunk=DEFAULT_LOGPROB_CHUNK, **hyperparameters):
     """The update step of the objective named `objective` (see train/objectives.py for the table and
-    each objective's batch fields), e.g. make_step("sppo", ..., eta=1e3)."""
+    each objective's batch fields), e.g. make_step("sppo", ..., eta=1e3). logprob_chunk: token
+    positions per chunk of logits (0: the full logits)."""
     _check_micro_batches(micro_batches)
+    _check_logprob_chunk(logprob_chunk)
     spec = objectives.get(objective)
     _check_hyperparameters(spec, hyperparameters)
 
     def build():
-        loss_fn = partial(objective_loss, spec, hyperparameters, model_def)
+        loss_fn = partial(objective_loss, spec, hyperparameters, model_def,
+                          logprob_chunk=logprob_chunk)
         fn = partial(_update, loss_fn, optimizer, schedule, micro_batches)
         return Step(f"{spec.name}_step", spec.batch_shapes, fn, mesh, micro_batches, shardings)
 
     leaves, structure = jax.tree.flatten(shardings)
     key = (objective, tuple(sorted(hyperparameters.items())), optimizer, schedule, micro_batches,
-           tuple(leaves), structure)
+           logprob_chunk, tuple(leaves), structure)
     return _cached(_model_key(model_def, mesh) + key, build)
 
 
-def make_logprobs(model_def, mesh):
+def make_logprobs(model_def, mesh, logprob_chunk=DEFAULT_LOGPROB_CHUNK):
     """logprobs(params, batch) -> [N] sequence log-probs over the loss mask (anchors, evaluation).
 
     The batch needs tokens, segment_ids and loss_mask; other keys (a training batch's) are ignored."""
+    _check_logprob_chunk(logprob_chunk)
+
     def build():
         def fn(params, batch):
-            return policy_logprobs(model_def, params, *(batch[f] for f in TOKEN_FIELDS))
+            return policy_logprobs(model_def, params, *(batch[f] for f in TOKEN_FIELDS),
+                                   logprob_chunk=logprob_chunk)
         return Step("logprobs", LOGPROB_SHAPES, fn, mesh, 1, extra_keys=True)
 
-    return _cached(_model_key(model_def, mesh) + ("logprobs",), build)
+    return _cached(_model_key(model_def, mesh) + ("logprobs", logprob_chunk), build)
 
 
 _STEPS = {}  # key -> Step, the most recent 32

@@ -1,12 +1,13 @@
-"""Compile time against depth: the SPPO training step and the sampler of a tiny-width Llama with 4, 16
-and 32 layers, scanned (one layer program under lax.scan) and unrolled (one program per layer), on CPU.
+"""Compile time against depth: the SPPO training step and the sampler of a tiny-width Llama, and
+PairRM's forward, with 4, 16 and 32 layers, scanned (one layer program under lax.scan) and unrolled
+(one program per layer), on CPU.
 
 Each case is lowered and compiled ahead of time (`jit(...).lower(...).compile()`), so the figure is
 tracing + XLA compilation only; the sampler's figure is its first call minus a second call. The
 persistent compilation cache is switched off. Target: scanned compile time flat in depth (32 layers
 within 1.3x of 4 layers).
 
-    python tools/bench/compile.py [--layers 4 16 32] [--cases train_step sampler]
+    python tools/bench/compile.py [--layers 4 16 32] [--cases train_step sampler pairrm]
 
 Other models add a case to CASES: a function (layers, scan) -> (seconds of compilation, {extra
 fields to print}), under a name.
@@ -81,7 +82,16 @@ def sampler_compile_s(layers, scan):
     return first - again[0], {"compile_cpu_s": round(first_cpu - again[1], 2)}
 
 
-CASES = {"train_step": train_step_compile_s, "sampler": sampler_compile_s}
+def pairrm_compile_s(layers, scan):
+    """PairRM's forward (tools/bench/compile_pairrm.py: PairRM-large's attention layout, width 64)."""
+    from compile_pairrm import compile_seconds
+
+    start = time.process_time()
+    times = compile_seconds(layers, scan)
+    return times["lower_s"] + times["compile_s"], {"compile_cpu_s": round(time.process_time() - start, 2)}
+
+
+CASES = {"train_step": train_step_compile_s, "sampler": sampler_compile_s, "pairrm": pairrm_compile_s}
 
 
 def main():

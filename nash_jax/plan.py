@@ -1,0 +1,372 @@
+"""Whether a run config fits its devices, from the config alone: no weights read, no memory taken.
+
+The model is built abstractly (`nnx.eval_shape`), the train state too (`jax.eval_shape` of the
+optimiser's init), and every array is sharded by the rules table (parallel.py) on the config's mesh.
+Per device:
+
+  parameters   Σ shard bytes of the parameters, from their partition specs on the mesh (exact)
+  optimizer    Σ shard bytes of the optimiser slots, sharded like their parameters (exact)
+  gradients    one gradient per parameter in its dtype, plus the fp32 accumulator of micro-batches
+               when train.micro_batches > 1 (exact for train/steps.py's loss_and_grads)
+  update       the optimiser update's intermediates: the new parameters exist whole before the
+               non-finite check selects them; measured on XLA:CPU as ≈ 1× the parameter bytes
+               (the compiled step's temporaries minus those of its gradient alone)
+  activations  an estimate for one micro-batch: the layers' saved inputs (remat) or their
+               intermediates (no remat), one layer's attention scores, the logits (full or chunked)
+
+These are analytic (computed from the partition specs, for any mesh size, with an AbstractMesh), so
+they answer for 8 × 80 GB on a laptop. When this machine has at least the mesh's devices, the update
+step is also lowered and compiled on abstract arrays with those shardings, and its
+`memory_analysis()` (arguments, outputs, temporaries, per device) is the figure that decides, except
+for a remat model compiled by XLA:CPU: its schedule keeps every layer's activations with or without
+remat (measured), so there the compiled figure is an upper bound and the analytic total decides.
+
+The sampler's KV cache and the judge are not counted: this plans the training step.
+"""
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax.sharding import AbstractMesh, NamedSharding
+
+from nash_jax import parallel
+from nash_jax.config import BUILTIN_SYNTHETIC, parse_bytes
+from nash_jax.models import hf
+from nash_jax.models.llama import Llama
+from nash_jax.padding import bucket_size
+
+# config.json of models whose directory need not be on this machine (`nash-jax plan --shape NAME`)
+PRESETS = {
+    "llama3_8b": dict(model_type="llama", vocab_size=128256, hidden_size=4096,
+                      intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                      num_key_value_heads=8, rms_norm_eps=1e-5, rope_theta=500000.0,
+                      tie_word_embeddings=False),
+    "mistral_7b": dict(model_type="mistral", vocab_size=32000, hidden_size=4096,
+                       intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                       num_key_value_heads=8, rms_norm_eps=1e-5, rope_theta=1000000.0,
+                       sliding_window=None, tie_word_embeddings=False),
+    "llama3.2_1b": dict(model_type="llama", vocab_size=128256, hidden_size=2048,
+                        intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+                        num_key_value_heads=8, head_dim=64, rms_norm_eps=1e-5, rope_theta=500000.0,
+                        tie_word_embeddings=True),
+}
+
+_TERMS = ("parameters", "optimizer", "gradients", "update", "activations")
+
+
+def gib(n):
+    return n / 2**30
+
+
+def size_text(n):
+    """Bytes as a readable size: 1.50 GiB, 12.0 MiB, 640 B."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.{2 if unit == 'GiB' else 1}f} {unit}"
+    return f"{n} B"
+
+
+# ---------------------------------------------------------------------------------------------------
+# shapes from the config
+
+def model_config(config, shape=None):
+    """The policy's LlamaConfig: a preset's, the model directory's config.json, or the synthetic
+    task's warm-start model; dtypes and remat from the config's model section."""
+    m = config.model
+    if shape is not None:
+        if shape not in PRESETS:
+            raise ValueError(f"--shape {shape!r}; expected one of {sorted(PRESETS)}")
+        values, source = PRESETS[shape], f"preset {shape}"
+    elif m.path == BUILTIN_SYNTHETIC:
+        from nash_jax.models.tokenizer import load_tokenizer
+        from nash_jax.tasks import synthetic
+        w = config.warm_start
+        values = dict(model_type="llama", vocab_size=len(load_tokenizer(synthetic.TOKENIZER_DIR)),
+                      hidden_size=w.hidden_size, intermediate_size=2 * w.hidden_size,
+                      num_hidden_layers=w.num_layers, num_attention_heads=4, num_key_value_heads=2)
+        source = "the synthetic task's warm-start model"
+    elif (Path(m.path) / "config.json").is_file():
+        values, source = hf.read_config(m.path), str(Path(m.path) / "config.json")
+    else:
+        raise FileNotFoundError(f"model.path={m.path}: no config.json there; give a model directory, "
+                                f"or the shape of a known model with --shape {{{','.join(PRESETS)}}}")
+    llama = hf.config_from_hf(values, dtype=m.dtype, param_dtype=m.param_dtype, source=source)
+    return dataclasses.replace(llama, remat=m.remat), source
+
+
+def mesh_sizes(config, devices):
+    """{"data", "fsdp", "tensor"} sizes of the config's mesh on `devices` devices (-1 = the rest)."""
+    sizes = {"data": config.mesh.data, "fsdp": config.mesh.fsdp, "tensor": config.mesh.tensor}
+    fixed = math.prod(s for s in sizes.values() if s != -1)
+    for name, size in sizes.items():
+        if size == -1:
+            if devices % fixed:
+                raise ValueError(f"mesh {sizes}: {devices} devices are not a multiple of {fixed}")
+            sizes[name] = devices // fixed
+    if math.prod(sizes.values()) != devices:
+        raise ValueError(f"mesh {sizes} needs {math.prod(sizes.values())} devices; planning for "
+                         f"{devices} (--devices)")
+    return sizes
+
+
+def training_objective(config):
+    """(objective name, hyperparameters) the recipe trains with: its section's `loss` when that names
+    an objective whose hyperparameters the section holds, else `sft` on the same token batch (a
+    stand-in: the objectives differ by a few scalars per example, not in memory)."""
+    from nash_jax.train import objectives
+
+    section = getattr(config, config.recipe, None)
+    name = getattr(section, "loss", None)
+    if name in objectives.OBJECTIVES:
+        wanted = objectives.get(name).hyperparameters
+        if all(hasattr(section, h) for h in wanted):
+            return name, {h: getattr(section, h) for h in wanted}
+    return "sft", {}
+
+
+def optimizer_of(config):
+    from nash_jax.recipes.loop import optimizer_config
+    from nash_jax.train import make_optimizer
+
+    return make_optimizer(optimizer_config(config, 1000))
+
+
+def abstract_train_state(llama, optimizer, mesh):
+    """(ModelDef, TrainState of ShapeDtypeStructs carrying their shardings, TrainState of shardings)."""
+    from nash_jax.train.state import TrainState, split_model, train_state_shardings
+
+    model_def, params = split_model(nnx.eval_shape(lambda: Llama(llama, rngs=nnx.Rngs(0))))
+    shardings = train_state_shardings(params, optimizer, mesh)
+    shapes = TrainState(params=params, opt_state=jax.eval_shape(optimizer.init, params),
+                        step=jax.ShapeDtypeStruct((), jnp.int32),
+                        key=jax.ShapeDtypeStruct((2,), jnp.uint32))
+    state = jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
+                         shapes, shardings)
+    return model_def, state, shardings
+
+
+def per_device_bytes(tree):
+    """Σ over the leaves of a tree of sharded ShapeDtypeStructs of one device's shard, in bytes."""
+    return sum(math.prod(leaf.sharding.shard_shape(leaf.shape)) * jnp.dtype(leaf.dtype).itemsize
+               for leaf in jax.tree.leaves(tree))
+
+
+def activation_bytes(llama, rows, length, logprob_chunk, tensor=1):
+    """Estimated activation bytes of one micro-batch's forward + backward on one device.
+
+    rows: sequences per device per micro-batch; length: tokens per sequence. With remat each layer
+    keeps its input [rows, T, E] and one layer's intermediates live at a time; without, every layer
+    keeps ~ its q, k, v, attention output, MLP gate/up/product and two norms. Attention scores and
+    probabilities are fp32 [rows, H, T, T] (the reference attention); the logits fp32 [rows, T, V]
+    (twice: values and their gradient), or [chunk, V] three times when chunked."""
+    c = jnp.dtype(llama.dtype).itemsize
+    tokens = rows * length
+    e, i, h, kv, d = (llama.hidden_size, llama.intermediate_size, llama.num_heads,
+                      llama.num_kv_heads, llama.head_dim)
+    layer = tokens * (4 * e + (2 * h + 2 * kv) * d // tensor + 3 * i // tensor) * c
+    scores = rows * (h // tensor) * length * length * (4 + c)
+    saved = llama.num_layers * (tokens * e * c if llama.remat else layer + scores)
+    working = layer + scores if llama.remat else 0
+    logits = (3 * min(logprob_chunk, tokens) if logprob_chunk else 2 * tokens) * llama.vocab_size * 4
+    return saved + working + logits
+
+
+# ---------------------------------------------------------------------------------------------------
+# the plan
+
+def plan(config, *, devices=None, device_memory=None, shape=None, compile_step=True):
+    """A dict of what one device holds for the config's training step, and whether it fits.
+
+    devices: how many devices the mesh spans (default: this machine's); device_memory: bytes per
+    device (default: the config's mesh.device_memory, else what the device reports, else unknown);
+    compile_step: lower and compile the step when this machine has the devices."""
+    llama, source = model_config(config, shape)
+    devices = devices or jax.device_count()
+    sizes = mesh_sizes(config, devices)
+    abstract = AbstractMesh(tuple(sizes[a] for a in parallel.MESH_AXES), parallel.MESH_AXES)
+    tx, schedule = optimizer_of(config)
+    _, state, _ = abstract_train_state(llama, tx, abstract)
+
+    t = config.train
+    objective, hyperparameters = training_objective(config)
+    from nash_jax.train import objectives
+    token_shape = objectives.get(objective).token_shape
+    per_example = math.prod(s for s in token_shape if isinstance(s, int))
+    length = bucket_size(config.data.max_prompt_tokens + config.sampling.max_new_tokens, minimum=8)
+    shards = sizes["data"] * sizes["fsdp"]
+    rows = max(1, t.batch_size // (t.micro_batches * shards)) * per_example
+
+    params = per_device_bytes(state.params)
+    grads = params + (sum(math.prod(p.sharding.shard_shape(p.shape)) * 4
+                          for p in jax.tree.leaves(state.params)) if t.micro_batches > 1 else 0)
+    terms = {"parameters": params, "optimizer": per_device_bytes(state.opt_state),
+             "gradients": grads, "update": params,
+             "activations": activation_bytes(llama, rows, length, t.logprob_chunk, sizes["tensor"])}
+    memory, memory_source = _device_memory(config, device_memory)
+    result = {
+        "model": source, "parameters_count": sum(math.prod(p.shape) for p in jax.tree.leaves(state.params)),
+        "dtype": llama.dtype, "param_dtype": llama.param_dtype, "remat": llama.remat,
+        "optimizer": config.train.optimizer.name, "objective": objective,
+        "mesh": sizes, "devices": devices, "batch_size": t.batch_size,
+        "micro_batches": t.micro_batches, "rows_per_device": rows, "length": length,
+        "logprob_chunk": t.logprob_chunk,
+        **{f"{k}_bytes": v for k, v in terms.items()},
+        "analytic_total_bytes": sum(terms.values()),
+        "device_memory_bytes": memory, "device_memory_source": memory_source,
+        "compiled": None,
+    }
+    if compile_step and devices <= jax.device_count():
+        result["compiled"] = compiled_step_memory(llama, config, tx, schedule, sizes, objective,
+                                                  hyperparameters, length)
+    elif compile_step:
+        result["compiled_skipped"] = (f"the mesh spans {devices} devices and this machine has "
+                                      f"{jax.device_count()}: analytic figures only")
+    result["decided_by"] = "compiled" if result["compiled"] else "analytic"
+    if result["compiled"] and llama.remat and jax.default_backend() == "cpu":
+        # measured: XLA:CPU's compiled temporaries grow by the same bytes per layer with and without
+        # remat (its schedule keeps every layer's activations), so here the compiled figure is an
+        # upper bound of what a GPU/TPU compile of the same step needs
+        result["decided_by"] = "analytic"
+        result["compiled_note"] = ("XLA:CPU ignores remat in its memory schedule: the compiled "
+                                   "figure is an upper bound; the analytic total decides")
+    result["total_bytes"] = (result["compiled"]["total_bytes"] if result["decided_by"] == "compiled"
+                             else result["analytic_total_bytes"])
+    result["fits"] = None if memory is None else result["total_bytes"] <= memory
+    return result
+
+
+def _device_memory(config, given):
+    if given is not None:
+        return given, "--device-memory"
+    if getattr(config.mesh, "device_memory", None):
+        return parse_bytes(config.mesh.device_memory, "mesh.device_memory"), "mesh.device_memory"
+    stats = jax.devices()[0].memory_stats() or {}  # None on CPU
+    if stats.get("bytes_limit"):
+        return int(stats["bytes_limit"]), f"{jax.devices()[0].device_kind} memory_stats"
+    return None, None
+
+
+def abstract_batch(objective, n, length, mesh):
+    """The objective's batch as sharded ShapeDtypeStructs: N = n examples, T = length tokens."""
+    from nash_jax.train import objectives
+
+    dtypes = {"tokens": jnp.int32, "segment_ids": jnp.int32, "loss_mask": jnp.bool_}
+    out = {}
+    for field, spec in objectives.get(objective).batch_shapes.items():
+        shape = tuple(n if s == "N" else length if s == "T" else s for s in spec)
+        out[field] = jax.ShapeDtypeStruct(shape, dtypes.get(field, jnp.float32),
+                                          sharding=parallel.batch_sharding(mesh, len(shape)))
+    return out
+
+
+def compiled_memory(compiled):
+    """The per-device figures of a compiled program's memory_analysis(), and their peak: arguments
+    + outputs − donated (aliased) + temporaries."""
+    m = compiled.memory_analysis()
+    out = {k: int(getattr(m, f"{k}_size_in_bytes")) for k in
+           ("argument", "output", "alias", "temp", "generated_code")}
+    out["total_bytes"] = out["argument"] + out["output"] - out["alias"] + out["temp"]
+    return out
+
+
+def compiled_step_memory(llama, config, tx, schedule, sizes, objective, hyperparameters, length):
+    """Lower and compile the update step on abstract arrays on a mesh of this machine's devices."""
+    from nash_jax.train import make_step
+
+    mesh = parallel.make_mesh(sizes["data"], sizes["fsdp"], sizes["tensor"],
+                              devices=jax.devices()[:math.prod(sizes.values())])
+    model_def, state, shardings = abstract_train_state(llama, tx, mesh)
+    step = make_step(objective, model_def, tx, schedule, shardings, mesh,
+                     micro_batches=config.train.micro_batches,
+                     logprob_chunk=config.train.logprob_chunk, **hyperparameters)
+    batch = abstract_batch(objective, config.train.batch_size, length, mesh)
+    return compiled_memory(step.jitted.lower(state, batch).compile())
+
+
+# ---------------------------------------------------------------------------------------------------
+# verdicts
+
+def shortfall(result):
+    """None when the plan fits (or no device memory is known), else one line naming what does not."""
+    memory = result["device_memory_bytes"]
+    if memory is None or result["fits"]:
+        return None
+    terms = {k: result[f"{k}_bytes"] for k in _TERMS}
+    largest = max(terms, key=terms.get)
+    parts = " + ".join(f"{k} {size_text(v)}" for k, v in terms.items())
+    what = (f"the compiled step needs {size_text(result['total_bytes'])} per device "
+            f"(analytic: {parts})" if result["decided_by"] == "compiled"
+            else f"{parts} = {size_text(result['total_bytes'])} per device")
+    over = result["total_bytes"] - memory
+    alone = [k for k, v in terms.items() if v > memory]
+    return (f"does not fit: {what}, {size_text(over)} over the {size_text(memory)} of device "
+            f"memory ({result['device_memory_source']}); the largest term is {largest} "
+            f"({size_text(terms[largest])})"
+            + (f"; {', '.join(alone)} alone exceed it" if alone else "")
+            + f" on mesh {result['mesh']}")
+
+
+def table(result):
+    """The plan as readable lines."""
+    memory = result["device_memory_bytes"]
+    lines = [f"model: {result['model']} ({result['parameters_count'] / 1e9:.2f} B parameters, "
+             f"{result['param_dtype']} parameters, {result['dtype']} compute, remat "
+             f"{'on' if result['remat'] else 'off'})",
+             f"mesh: {result['mesh']} on {result['devices']} devices; {result['optimizer']}, "
+             f"objective {result['objective']}, {result['rows_per_device']} rows × "
+             f"{result['length']} tokens per device per micro-batch "
+             f"({result['micro_batches']} micro-batches), logprob_chunk {result['logprob_chunk']}",
+             "per device                     GiB"]
+    for k in _TERMS:
+        label = "activations (estimate)" if k == "activations" else k
+        lines.append(f"  {label:<26} {gib(result[f'{k}_bytes']):9.2f}")
+    lines.append(f"  {'analytic total':<26} {gib(result['analytic_total_bytes']):9.2f}")
+    compiled = result["compiled"]
+    if compiled:
+        for k in ("argument", "output", "alias", "temp"):
+            lines.append(f"  {'compiled ' + k:<26} {gib(compiled[k]):9.2f}")
+        lines.append(f"  {'compiled total':<26} {gib(compiled['total_bytes']):9.2f}")
+        if result.get("compiled_note"):
+            lines.append(f"  ({result['compiled_note']})")
+    elif result.get("compiled_skipped"):
+        lines.append(f"  (not compiled: {result['compiled_skipped']})")
+    if memory is None:
+        lines.append("device memory: unknown (give --device-memory or mesh.device_memory)")
+    else:
+        spare = memory - result["total_bytes"]
+        verdict = (f"fits, {gib(spare):.2f} GiB to spare" if result["fits"]
+                   else f"DOES NOT FIT, {gib(-spare):.2f} GiB over")
+        lines.append(f"device memory: {gib(memory):.2f} GiB ({result['device_memory_source']}): "
+                     f"{verdict}")
+    return "\n".join(lines)
+
+
+def to_json(result):
+    return json.dumps(result)
+
+
+def check_before_loading(config, mesh):
+    """Refuse, in seconds, a run whose parameters, optimiser state and gradients alone cannot fit
+    the device memory (the config's mesh.device_memory, or what the device reports; on CPU neither
+    says, and nothing is checked). The activation estimate only warns: the compiled step decides
+    (`nash-jax plan`)."""
+    memory, _ = _device_memory(config, None)
+    if memory is None:
+        return None
+    result = plan(config, devices=mesh.devices.size, device_memory=memory, compile_step=False)
+    certain = sum(result[f"{k}_bytes"] for k in ("parameters", "optimizer", "gradients", "update"))
+    if certain > memory:
+        result = {**result, "activations_bytes": 0, "total_bytes": certain, "fits": False}
+        raise ValueError(f"the run cannot fit its devices, before any weights are read: "
+                         f"{shortfall(result)} (activations not counted). `nash-jax plan` shows "
+                         "the details")
+    if not result["fits"]:
+        import sys
+        print(f"warning: with the activation estimate the plan {shortfall(result)}; "
+              "`nash-jax plan` compiles the step for the exact figure", file=sys.stderr)
+    return result
