@@ -5,6 +5,7 @@ it, so it imports nothing of the package at import time.
 """
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -47,3 +48,26 @@ def _umask():
 
 def write_text_atomically(path, text):
     write_atomically(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def write_dir_atomically(path, write):
+    """Call write(tmp_dir) on a fresh directory beside `path`, then swap it into place (on every
+    process that calls it: multi-process callers call it on process 0 only)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    # The old directory is renamed aside, not deleted, before the new one takes its name: a kill in
+    # between leaves a stale temporary (removed on resumption), never a half-deleted directory.
+    old = None
+    if path.exists():
+        old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.old.", suffix=".tmp"))
+        os.replace(path, old / path.name)
+    os.replace(tmp, path)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

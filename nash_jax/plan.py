@@ -32,7 +32,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 from flax import nnx
-from jax.sharding import AbstractMesh, NamedSharding
+from jax.sharding import AbstractMesh
 
 from nash_jax import parallel
 from nash_jax.config import BUILTIN_SYNTHETIC, parse_bytes

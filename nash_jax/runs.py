@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -22,26 +21,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from nash_jax.files import _umask, write_atomically, write_text_atomically  # noqa: F401
+from nash_jax.files import write_atomically, write_dir_atomically, write_text_atomically  # noqa: F401
 
 CRASH_ENV = "NASH_JAX_CRASH_AT"  # fault injection for the resume tests: the name of a crash_point
-
-
-def write_dir_atomically(path, write):
-    """Call write(tmp_dir) on a fresh directory beside `path`, then swap it into place (on every
-    process that calls it: multi-process callers call it on process 0 only)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def remove_stale_temporaries(root):

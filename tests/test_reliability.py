@@ -1,7 +1,6 @@
 """Issue 18's findings, each a test: run directories under concurrent starts, moves, corruption and
 interrupts; bad files and bad flags as one clear line; the training loop's stop and skip rules."""
 
-import json
 import os
 import stat
 import subprocess

@@ -31,7 +31,7 @@ from flax import nnx
 
 from nash_jax.models.attention import attention, check_implementation
 from nash_jax.models.params import param
-from nash_jax.models.remat import REMAT_POLICIES, check_remat, rematerialised
+from nash_jax.models.remat import check_remat, rematerialised
 
 @dataclass(frozen=True)
 class LlamaConfig:

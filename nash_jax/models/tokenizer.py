@@ -25,3 +25,27 @@ def chat_prompt(tokenizer, prompt, *, system=None):
     messages = ([{"role": "system", "content": system}] if system else []) + [
         {"role": "user", "content": prompt}]
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+# The shipped word-level tokenizers (the synthetic task's, the self-play tasks', the games'): their
+# special tokens and a chat template that puts each message after its role tag on one line.
+WORD_SPECIAL = ("<unk>", "<pad>", "<s>", "</s>", "<|user|>", "<|assistant|>")
+WORD_CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} "
+                      "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+def build_word_tokenizer(path, words, pre_tokenizer=None):
+    """A word-level tokenizer over WORD_SPECIAL + `words` (split on whitespace, or by the given
+    `tokenizers` pre-tokenizer), with WORD_CHAT_TEMPLATE, saved into `path`; returns it."""
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {word: i for i, word in enumerate((*WORD_SPECIAL, *words))}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizer or pre_tokenizers.WhitespaceSplit()
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
+        eos_token="</s>", additional_special_tokens=["<|user|>", "<|assistant|>"])
+    fast.chat_template = WORD_CHAT_TEMPLATE
+    fast.save_pretrained(path)
+    return fast

@@ -29,23 +29,22 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from nash_jax import components, parallel, runs
 from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, PROBABILITY, Range
 from nash_jax.core import advantages as adv
-from nash_jax.models.llama import Llama, LlamaConfig
 from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.padding import bucket_size
 from nash_jax.recipes import Recipe, register
-from nash_jax.recipes.loop import fit_rows, optimizer_config, train_loop
+from nash_jax.recipes import preparation
+from nash_jax.recipes.loop import optimizer_config, train_loop
 from nash_jax.report import find_cycles
 from nash_jax.rollouts import token_batch
 from nash_jax.sampling import pad_id_of
 from nash_jax.selfplay import game_eval
 from nash_jax.selfplay import games as games_lib
 from nash_jax.selfplay.episodes import Role, group_ids
-from nash_jax.train import OptimizerConfig, init_train_state, make_optimizer, make_step
+from nash_jax.train import init_train_state, make_optimizer, make_step
 
 STAGE = "game_selfplay"
 EVAL_STAGE = "game_selfplay_eval"
@@ -214,40 +213,22 @@ def warm_start(config, run, tokenizer, text_games, mesh):
     if run.done("init"):
         return
     w, g = config.warm_start, config.game_selfplay
-    llama = LlamaConfig(vocab_size=len(tokenizer), hidden_size=w.hidden_size,
-                        intermediate_size=2 * w.hidden_size, num_layers=w.num_layers, num_heads=4,
-                        num_kv_heads=2, head_dim=w.hidden_size // 4)
-    model = Llama(llama, rngs=nnx.Rngs(config.seed))
+    model = preparation.tiny_llama(config, tokenizer)
     rng = np.random.default_rng(runs.stage_seed(config.seed, 0, "warm_start"))
-    rows, eos = [], tokenizer.eos_token_id
+    rows = []  # (prompt ids, response text)
     while len(rows) < w.steps * w.batch_size:
         game = text_games[len(rows) % len(text_games)]
         state = game.new_state(rng)
         while not state.is_terminal() and len(rows) < w.steps * w.batch_size:
             legal = state.legal_actions()
             action = int(rng.choice(legal, p=demonstration_policy(state, legal, g.warm_start_jitter)))
-            rows.append({"prompt_ids": games_lib.encode_prompt(tokenizer, game.prompt(state)),
-                         "response_ids": tokenizer(game.words[action], add_special_tokens=False)[
-                             "input_ids"] + [eos]})
+            rows.append((games_lib.encode_prompt(tokenizer, game.prompt(state)), game.words[action]))
             if rng.random() < g.warm_start_repeat:
-                rows.append({"prompt_ids": games_lib.encode_prompt(tokenizer, game.prompt(state,
-                                                                                          "repeat")),
-                             "response_ids": tokenizer(state.information_state_string(),
-                                                       add_special_tokens=False)["input_ids"] + [eos]})
+                rows.append((games_lib.encode_prompt(tokenizer, game.prompt(state, "repeat")),
+                             state.information_state_string()))
             state.apply_action(action)
             game.resolve_chance(state, rng)
-    pad_id = pad_id_of(tokenizer)
-
-    def to_batch(batch):
-        return token_batch([r["prompt_ids"] for r in batch], [r["response_ids"] for r in batch], pad_id)
-
-    optimizer = OptimizerConfig(name="adamw", learning_rate=w.learning_rate, schedule="cosine",
-                                warmup_ratio=0.05, clip_norm=1.0)
-    model = fit_rows(run, "init", model, rows, objective="sft", to_batch=to_batch, optimizer=optimizer,
-                     batch_size=w.batch_size, epochs=1, seed=runs.stage_seed(config.seed, 0, "warm_start"),
-                     checkpoint_every=config.train.checkpoint_every, mesh=mesh)
-    components.export_policy(model, run / "init" / "policy", games_lib.TOKENIZER_DIR)
-    run.finish("init", ["init/policy"], examples=len(rows))
+    preparation.fit_demonstrations(config, run, model, rows, tokenizer, games_lib.TOKENIZER_DIR, mesh)
 
 
 def demonstration_policy(state, legal, jitter):

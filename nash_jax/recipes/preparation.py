@@ -35,18 +35,31 @@ def warm_start(config, run, tokenizer, mesh):
     if run.done("init"):
         return
     w = config.warm_start
-    llama = LlamaConfig(vocab_size=len(tokenizer), hidden_size=w.hidden_size,
-                        intermediate_size=2 * w.hidden_size, num_layers=w.num_layers, num_heads=4,
-                        num_kv_heads=2, head_dim=w.hidden_size // 4)
-    model = Llama(llama, rngs=nnx.Rngs(config.seed))
+    model = tiny_llama(config, tokenizer)
     rng = np.random.default_rng(stage_seed(config.seed, 0, "warm_start"))
     prompts = synthetic.prompt_texts(w.steps * w.batch_size, seed=rng.integers(1 << 31))
     prompt_ids, _, _ = components.encode_prompts(config, tokenizer, prompts, "warm-start prompts",
                                                  too_long="truncate_left")
-    eos = tokenizer.eos_token_id
-    rows = [{"prompt_ids": p, "response_ids": tokenizer(synthetic.demonstration(text, rng),
-                                                        add_special_tokens=False)["input_ids"] + [eos]}
-            for p, text in zip(prompt_ids, prompts)]
+    demonstrations = [(p, synthetic.demonstration(text, rng)) for p, text in zip(prompt_ids, prompts)]
+    fit_demonstrations(config, run, model, demonstrations, tokenizer, synthetic.TOKENIZER_DIR, mesh)
+
+
+def tiny_llama(config, tokenizer):
+    """A freshly initialised Llama of the `warm_start` section's size for `tokenizer`'s vocabulary."""
+    w = config.warm_start
+    llama = LlamaConfig(vocab_size=len(tokenizer), hidden_size=w.hidden_size,
+                        intermediate_size=2 * w.hidden_size, num_layers=w.num_layers, num_heads=4,
+                        num_kv_heads=2, head_dim=w.hidden_size // 4)
+    return Llama(llama, rngs=nnx.Rngs(config.seed))
+
+
+def fit_demonstrations(config, run, model, demonstrations, tokenizer, tokenizer_dir, mesh):
+    """The warm start: one supervised epoch of `model` on (prompt ids, response text) pairs (EOS
+    appended to each response), exported with `tokenizer_dir`'s files as π_0 (RUN_DIR/init/policy);
+    finishes stage `init`."""
+    w, eos = config.warm_start, tokenizer.eos_token_id
+    rows = [{"prompt_ids": p, "response_ids": tokenizer(text, add_special_tokens=False)["input_ids"] + [eos]}
+            for p, text in demonstrations]
     pad_id = pad_id_of(tokenizer)
 
     def to_batch(batch):
@@ -57,5 +70,5 @@ def warm_start(config, run, tokenizer, mesh):
     model = fit_rows(run, "init", model, rows, objective="sft", to_batch=to_batch, optimizer=optimizer,
                      batch_size=w.batch_size, epochs=1, seed=stage_seed(config.seed, 0, "warm_start"),
                      checkpoint_every=config.train.checkpoint_every, mesh=mesh)
-    components.export_policy(model, run / "init" / "policy", synthetic.TOKENIZER_DIR)
+    components.export_policy(model, run / "init" / "policy", tokenizer_dir)
     run.finish("init", ["init/policy"], examples=len(rows))

@@ -38,23 +38,22 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from nash_jax import components, data, parallel, runs
 from nash_jax.config import (AT_LEAST_1, BUILTIN_SYNTHETIC, NON_NEGATIVE, POSITIVE, PROBABILITY,
                              Range)
 from nash_jax.core import advantages as adv
-from nash_jax.models.llama import Llama, LlamaConfig
 from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.recipes import Recipe, register
-from nash_jax.recipes.loop import fit_rows, optimizer_config, train_loop
+from nash_jax.recipes import preparation
+from nash_jax.recipes.loop import optimizer_config, train_loop
 from nash_jax.rollouts import token_batch
 from nash_jax.sampling import eos_ids_of, generate, pad_id_of
 from nash_jax.selfplay import answer_sources, arithmetic, documents, vocabulary
 from nash_jax.selfplay.diversity import bleu_clusters, distinct_n, repetition_penalty
 from nash_jax.selfplay.episodes import (EpisodeAssembler, Role, Rollout, check_role_purity,
                                         comparison_key, group_ids, pack_episodes)
-from nash_jax.train import OptimizerConfig, init_train_state, make_optimizer, make_step
+from nash_jax.train import init_train_state, make_optimizer, make_step
 from nash_jax.train.steps import token_logprobs
 
 STAGE = "proposer_solver"
@@ -631,10 +630,7 @@ def warm_start(config, run, tokenizer, mesh, task):
     if run.done("init"):
         return
     w, ps = config.warm_start, config.proposer_solver
-    llama = LlamaConfig(vocab_size=len(tokenizer), hidden_size=w.hidden_size,
-                        intermediate_size=2 * w.hidden_size, num_layers=w.num_layers, num_heads=4,
-                        num_kv_heads=2, head_dim=w.hidden_size // 4)
-    model = Llama(llama, rngs=nnx.Rngs(config.seed))
+    model = preparation.tiny_llama(config, tokenizer)
     rng = np.random.default_rng(runs.stage_seed(config.seed, 0, "warm_start"))
     held = heldout_texts(task)
     kind = answer_sources.TASKS[ps.task.name].kind
@@ -664,21 +660,8 @@ def warm_start(config, run, tokenizer, mesh, task):
         responses.append(response)
     ids, _, _ = data.encode_prompts(tokenizer, prompts, max_tokens=config.data.max_prompt_tokens,
                                     too_long="truncate_left", where="warm-start prompts")
-    eos = tokenizer.eos_token_id
-    rows = [{"prompt_ids": p, "response_ids": tokenizer(r, add_special_tokens=False)["input_ids"] + [eos]}
-            for p, r in zip(ids, responses)]
-    pad_id = pad_id_of(tokenizer)
-
-    def to_batch(batch):
-        return token_batch([r["prompt_ids"] for r in batch], [r["response_ids"] for r in batch], pad_id)
-
-    optimizer = OptimizerConfig(name="adamw", learning_rate=w.learning_rate, schedule="cosine",
-                                warmup_ratio=0.05, clip_norm=1.0)
-    model = fit_rows(run, "init", model, rows, objective="sft", to_batch=to_batch, optimizer=optimizer,
-                     batch_size=w.batch_size, epochs=1, seed=runs.stage_seed(config.seed, 0, "warm_start"),
-                     checkpoint_every=config.train.checkpoint_every, mesh=mesh)
-    components.export_policy(model, run / "init" / "policy", vocabulary.TOKENIZER_DIR)
-    run.finish("init", ["init/policy"], examples=len(rows))
+    preparation.fit_demonstrations(config, run, model, list(zip(ids, responses)), tokenizer,
+                                   vocabulary.TOKENIZER_DIR, mesh)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from flax import nnx
 
 from nash_jax import parallel
 from nash_jax.padding import bucket_size, left_pad
-from nash_jax.sampling import pad_id_of
 from nash_jax.selfplay import games as games_lib
 
 EXACT_GAMES = ("kuhn_poker", "leduc_poker")  # small enough for exact best responses

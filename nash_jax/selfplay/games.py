@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import pyspiel
 
+from nash_jax.models.tokenizer import build_word_tokenizer
+
 TOKENIZER_DIR = Path(__file__).with_name("games_tokenizer")
 
 SHIPPED_GAMES = ("kuhn_poker", "leduc_poker", "tic_tac_toe")
@@ -33,9 +35,6 @@ SHIPPED_GAMES = ("kuhn_poker", "leduc_poker", "tic_tac_toe")
 ACTION_WORDS = {"kuhn_poker": ("pass", "bet"), "leduc_poker": ("fold", "call", "raise"),
                 "tic_tac_toe": ("topleft", "top", "topright", "left", "center", "right",
                                 "bottomleft", "bottom", "bottomright")}
-SPECIAL = ("<unk>", "<pad>", "<s>", "</s>", "<|user|>", "<|assistant|>")
-CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} "
-                 "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
 PROMPT_WORDS = ("game", "you", "are", "player", "state", "legal", "moves", "answer", "with", "one",
                 "move", "repeat", "the")
 
@@ -300,18 +299,9 @@ def _pre_tokenizer(pre_tokenizers):
 
 def build_tokenizer(path):
     """Build the games' word-level tokenizer (punctuation split off) and save it to `path`."""
-    import transformers
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import pre_tokenizers
 
-    vocab = {word: i for i, word in enumerate((*SPECIAL, *vocabulary()))}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = _pre_tokenizer(pre_tokenizers)
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
-        eos_token="</s>", additional_special_tokens=["<|user|>", "<|assistant|>"])
-    fast.chat_template = CHAT_TEMPLATE
-    fast.save_pretrained(path)
-    return fast
+    return build_word_tokenizer(path, vocabulary(), _pre_tokenizer(pre_tokenizers))
 
 
 def action_token_ids(tokenizer, game):

@@ -4,16 +4,14 @@
 
 from pathlib import Path
 
+from nash_jax.models.tokenizer import build_word_tokenizer
 from nash_jax.selfplay import arithmetic, documents
 
 TOKENIZER_DIR = Path(__file__).with_name("proposer_solver_tokenizer")
-SPECIAL = ("<unk>", "<pad>", "<s>", "</s>", "<|user|>", "<|assistant|>")
 PROMPT_WORDS = ("role:", "proposer", "solver", "source:", "seed", "document", "document:", "problem:",
                 "write", "a", "new", "problem", "question", "and", "its", "answer", "from", "the", "=")
 NUMBERS = tuple(str(n) for n in range(arithmetic.MAX_ANSWER + 1))
 SYMBOLS = ("+", "-", "*", "/", "(", ")")
-CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} "
-                 "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
 
 
 def words():
@@ -27,15 +25,4 @@ def words():
 
 def build_tokenizer(path=TOKENIZER_DIR):
     """Build the tokenizer and save it (tokenizer.json + config) into `path`."""
-    import transformers
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {word: i for i, word in enumerate((*SPECIAL, *words()))}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
-        eos_token="</s>", additional_special_tokens=["<|user|>", "<|assistant|>"])
-    fast.chat_template = CHAT_TEMPLATE
-    fast.save_pretrained(path)
-    return fast
+    return build_word_tokenizer(path, words())

@@ -19,6 +19,7 @@ from scipy.special import expit
 
 from nash_jax.core import game
 from nash_jax.judges.base import PreferenceModel
+from nash_jax.models.tokenizer import build_word_tokenizer
 
 TOKENIZER_DIR = Path(__file__).with_name("synthetic_tokenizer")
 
@@ -33,10 +34,7 @@ TOPICS = ("rivers", "mountains", "cities", "music", "gardens", "trains", "stars"
           "forests", "markets", "bridges", "storms", "islands", "deserts", "libraries", "kitchens")
 TONES = ("short", "kind", "clear", "fresh")
 FILLERS = ("indeed", "truly", "really", "so")
-SPECIAL = ("<unk>", "<pad>", "<s>", "</s>", "<|user|>", "<|assistant|>")
 WORDS = ("write", "a", "reply", "about", ".", *STYLES, *TOPICS, *TONES, *FILLERS)
-CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} "
-                 "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
 
 
 def preference_matrix():
@@ -95,15 +93,4 @@ def mean_exploitability(class_probs):
 
 def build_tokenizer(path):
     """Build the task's word-level tokenizer and save it (tokenizer.json + config) into `path`."""
-    import transformers
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {word: i for i, word in enumerate((*SPECIAL, *WORDS))}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
-        eos_token="</s>", additional_special_tokens=["<|user|>", "<|assistant|>"])
-    fast.chat_template = CHAT_TEMPLATE
-    fast.save_pretrained(path)
-    return fast
+    return build_word_tokenizer(path, WORDS)

@@ -22,12 +22,12 @@ import argparse
 import dataclasses
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from common import time_call
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 CASES = ("sppo_step_1b", "sample_1b", "pairrm", "sppo_step_8b", "sample_8b")
@@ -58,19 +58,6 @@ def sizes(case, tiny):
     return model, shape, case.endswith("8b")
 
 
-def timed(fn, repeats):
-    """(first call's seconds, median of `repeats` further calls)."""
-    start = time.perf_counter()
-    fn()
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return first, statistics.median(times)
-
-
 def train_flops(hf, b, t):
     """Useful matmul FLOPs of forward + backward (remat recomputation not counted)."""
     attn = hf["hidden_size"] * (hf["num_attention_heads"] + 2 * hf["num_key_value_heads"]) * \
@@ -88,7 +75,7 @@ def bf16_matmul_peak(tiny):
     a = jax.random.normal(jax.random.key(0), (n, n), jnp.bfloat16)
     mm = jax.jit(jnp.matmul)
     jax.block_until_ready(mm(a, a))
-    best = min(timed(lambda: jax.block_until_ready(mm(a, a)), 5)[1] for _ in range(1))
+    best = min(time_call(lambda: jax.block_until_ready(mm(a, a)), repeats=5)[1] for _ in range(1))
     return 2 * n**3 / best
 
 
@@ -151,7 +138,7 @@ def step_jax(hf, shape, remat, tiny):
         holder["state"], metrics = step.jitted(holder["state"], placed)
         float(metrics["loss"])
 
-    first, median = timed(one, 3)
+    first, median = time_call(one, repeats=3)
     peak = (jax.devices()[0].memory_stats() or {}).get("peak_bytes_in_use", 0)
     return {"first_s": first, "time_s": median, "peak_gib": peak / 2**30,
             "matmul_peak_flop_per_s": bf16_matmul_peak(tiny)}
@@ -181,7 +168,7 @@ def step_torch(hf, shape, remat, tiny):
 
     if dev == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    first, median = timed(one, 3)
+    first, median = time_call(one, repeats=3)
     peak = torch.cuda.max_memory_allocated() if dev == "cuda" else 0
     return {"first_s": first, "time_s": median, "peak_gib": peak / 2**30}
 
@@ -207,7 +194,7 @@ def sample_jax(hf, shape, remat, tiny):
         samples = generate(model, prompts, num_samples=k, max_new_tokens=new, temperature=1.0, key=sub)
         assert int(np.asarray(samples.lengths).min()) == new, "every row must run the full length"
 
-    first, median = timed(one, 2)
+    first, median = time_call(one, repeats=2)
     return {"first_s": first, "time_s": median}
 
 
@@ -235,7 +222,7 @@ def sample_torch(hf, shape, remat, tiny):
         if dev == "cuda":
             torch.cuda.synchronize()
 
-    first, median = timed(one, 2)
+    first, median = time_call(one, repeats=2)
     return {"first_s": first, "time_s": median}
 
 
@@ -302,7 +289,7 @@ def pairrm_both(tiny):
         encoder, head = write_pairrm(path, tiny)
         prompts, candidates = judge_texts(n, k, tiny)
         judge = PairRM.from_pretrained(path, batch_size=batch, dtype="bfloat16")
-        first, ours = timed(lambda: judge.prob_matrix(prompts, candidates), 2)
+        first, ours = time_call(lambda: judge.prob_matrix(prompts, candidates), repeats=2)
         pairs = [(b, candidates[b][i], candidates[b][j]) for b in range(n) for i in range(k)
                  for j in range(k) if i != j]
         rows, markers = judge._rows(prompts, pairs)
@@ -328,7 +315,7 @@ def pairrm_both(tiny):
                 out[chunk] = (left - right).float().cpu().numpy()
         return out
 
-    _, theirs = timed(peer, 2)
+    _, theirs = time_call(peer, repeats=2)
     return {"prompts": n, "candidates": k, "batch": batch, "pairs": len(rows),
             "mean_row_tokens": round(float(np.mean([len(r) for r in rows])), 1),
             "compile_s": round(first - ours, 2), "time_s": round(ours, 3),
