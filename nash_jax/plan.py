@@ -245,9 +245,10 @@ def _device_memory(config, given):
         return given, "--device-memory"
     if getattr(config.mesh, "device_memory", None):
         return parse_bytes(config.mesh.device_memory, "mesh.device_memory"), "mesh.device_memory"
-    stats = jax.devices()[0].memory_stats() or {}  # None on CPU
+    device = jax.local_devices()[0]  # another process's devices cannot be asked
+    stats = device.memory_stats() or {}  # None on CPU
     if stats.get("bytes_limit"):
-        return int(stats["bytes_limit"]), f"{jax.devices()[0].device_kind} memory_stats"
+        return int(stats["bytes_limit"]), f"{device.device_kind} memory_stats"
     return None, None
 
 
