@@ -170,8 +170,9 @@ def activation_bytes(llama, rows, length, logprob_chunk, tensor=1):
                       llama.num_kv_heads, llama.head_dim)
     layer = tokens * (4 * e + (2 * h + 2 * kv) * d // tensor + 3 * i // tensor) * c
     scores = rows * (h // tensor) * length * length * (4 + c)
-    saved = llama.num_layers * (tokens * e * c if llama.remat else layer + scores)
-    working = layer + scores if llama.remat else 0
+    remat = llama.remat != "none"
+    saved = llama.num_layers * (tokens * e * c if remat else layer + scores)
+    working = layer + scores if remat else 0
     logits = (3 * min(logprob_chunk, tokens) if logprob_chunk else 2 * tokens) * llama.vocab_size * 4
     return saved + working + logits
 
@@ -227,7 +228,7 @@ def plan(config, *, devices=None, device_memory=None, shape=None, compile_step=T
         result["compiled_skipped"] = (f"the mesh spans {devices} devices and this machine has "
                                       f"{jax.device_count()}: analytic figures only")
     result["decided_by"] = "compiled" if result["compiled"] else "analytic"
-    if result["compiled"] and llama.remat and jax.default_backend() == "cpu":
+    if result["compiled"] and llama.remat != "none" and jax.default_backend() == "cpu":
         # measured: XLA:CPU's compiled temporaries grow by the same bytes per layer with and without
         # remat (its schedule keeps every layer's activations), so here the compiled figure is an
         # upper bound of what a GPU/TPU compile of the same step needs
