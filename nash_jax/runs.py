@@ -21,19 +21,26 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from nash_jax.files import write_atomically, write_dir_atomically, write_text_atomically  # noqa: F401
+from nash_jax.files import (is_own_temporary, write_atomically, write_dir_atomically,  # noqa: F401
+                            write_text_atomically)
 
 CRASH_ENV = "NASH_JAX_CRASH_AT"  # fault injection for the resume tests: the name of a crash_point
 
 
 def remove_stale_temporaries(root):
-    """Delete the `.NAME.*.tmp` files and directories that interrupted writes left under `root`;
-    returns how many. Call only while holding the run directory's lock (no writer is live)."""
-    stale = list(Path(root).rglob(".*.tmp"))
-    for p in sorted(stale, key=lambda p: len(p.parts)):
-        if p.is_dir():
+    """Delete the temporaries that interrupted writes of nash_jax left under `root` (names of
+    files.is_own_temporary's shape only: another program's `.x.tmp` stays); returns how many. Walks
+    `root` without following symbolic links, and a link is removed as a link, never through it. Call
+    only while holding the run directory's lock (no writer is live)."""
+    stale = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        found = [name for name in dirs + files if is_own_temporary(name)]
+        stale += [Path(folder) / name for name in found]
+        dirs[:] = [d for d in dirs if d not in found]  # a stale folder goes whole: no need to look in
+    for p in stale:
+        if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p, ignore_errors=True)
-        elif p.exists():
+        else:
             p.unlink(missing_ok=True)
     return len(stale)
 
@@ -193,6 +200,7 @@ class RunDir:
         from nash_jax.parallel import is_writer
         if not is_writer() or self._lock_file is not None:
             return
+        new = self._check_ours()
         self.path.mkdir(parents=True, exist_ok=True)
         handle = open(self.path / ".lock", "a+")
         try:
@@ -209,10 +217,28 @@ class RunDir:
                      f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
         handle.flush()
         self._lock_file = handle
+        if new:  # from now on the manifest says that nash_jax made this directory
+            write_text_atomically(self.manifest_path, json.dumps(self.manifest, indent=1))
         removed = remove_stale_temporaries(self.path)
         if removed:
             print(f"removed {removed} temporary file(s) left by an interrupted write in {self.path}",
                   file=sys.stderr)
+
+    def _check_ours(self):
+        """Whether the run directory is new (missing, empty, or holding only the lock file); else
+        check that nash_jax made it (it holds a manifest this program wrote, read by __init__), so that
+        a run never writes into, or sweeps, a folder of the user's. ValueError saying why, if not."""
+        if not self.path.is_dir():
+            return True
+        if self.manifest_path.is_file():
+            return False
+        entries = sorted(p.name for p in self.path.iterdir() if p.name != ".lock")
+        if not entries:
+            return True
+        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+        raise ValueError(f"run directory {self.path} holds files ({shown}) but no manifest.json, so "
+                         "nash_jax did not make it; refusing to write into it. Choose a new or empty "
+                         "run_dir=PATH")
 
     def started(self):
         """Whether any work of this run survives: a finished stage or a checkpoint."""

@@ -39,9 +39,11 @@ def test_a_second_writer_is_refused_and_the_lock_of_a_finished_one_is_not_stale(
 
 
 def test_temporaries_of_interrupted_writes_are_removed_when_the_run_resumes(tmp_path):
-    (tmp_path / "run" / "iter_0" / ".policy.abc.tmp").mkdir(parents=True)
-    (tmp_path / "run" / "iter_0" / ".policy.abc.tmp" / "model.safetensors").write_bytes(b"x" * 10)
-    (tmp_path / "run" / ".manifest.json.xyz.tmp").write_text("{")
+    RunDir(tmp_path / "run").finish("init", [])  # a run directory nash_jax made (its manifest)
+    (tmp_path / "run" / "iter_0" / ".policy.nash-jax-abc.tmp").mkdir(parents=True)
+    (tmp_path / "run" / "iter_0" / ".policy.nash-jax-abc.tmp" / "model.safetensors").write_bytes(b"x")
+    (tmp_path / "run" / ".manifest.json.nash-jax-xyz.tmp").write_text("{")
+    (tmp_path / "run" / "iter_0" / ".policy.nash-jax-old-q1.tmp").mkdir()
     run = RunDir(tmp_path / "run")
     run.acquire()
     run.close()
