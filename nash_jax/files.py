@@ -66,24 +66,62 @@ def write_text_atomically(path, text):
     write_atomically(path, lambda tmp: Path(tmp).write_text(text))
 
 
-def write_dir_atomically(path, write):
-    """Call write(tmp_dir) on a fresh directory beside `path`, then swap it into place (on every
-    process that calls it: multi-process callers call it on process 0 only)."""
+# Every directory write_dir_atomically makes holds this file: the proof that nash_jax wrote it, so that
+# a later write (a redone stage, `--overwrite`) may replace it, and never a directory of the user's.
+DIR_MARKER = ".nash-jax"
+
+
+def written_dir(path):
+    """Whether `path` is a directory that write_dir_atomically made (not a link to one)."""
     path = Path(path)
+    return path.is_dir() and not path.is_symlink() and (path / DIR_MARKER).is_file()
+
+
+def check_output(path, flag, *, overwrite=False, written=written_dir, directory=True):
+    """Refuse (ValueError, one line) to write to `path` unless it is new (or, for a directory, an
+    empty one) or, with `overwrite`, something nash_jax wrote there before: `written(path)` says
+    which (by default a directory holding DIR_MARKER). `flag` names the path in the message."""
+    path = Path(path)
+    if not os.path.lexists(path) or (directory and _empty_dir(path)):
+        return
+    kind = "link" if path.is_symlink() else "directory" if path.is_dir() else "file"
+    if not written(path):
+        ours = f"a directory nash_jax wrote (one holding {DIR_MARKER})" if directory else \
+            "a file nash_jax wrote"
+        raise ValueError(f"{flag} {path}: a {kind} is there and it is not {ours}; refusing to replace "
+                         "it: choose a new path")
+    if not overwrite:
+        raise ValueError(f"{flag} {path}: nash_jax wrote this {kind} before; pass --overwrite to "
+                         "replace it, or choose a new path")
+
+
+def _empty_dir(path):
+    return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
+
+
+def write_dir_atomically(path, write):
+    """Call write(tmp_dir) on a fresh directory beside `path`, mark it as nash_jax's (DIR_MARKER), then
+    swap it into place (on every process that calls it: multi-process callers call it on process 0
+    only). `path` must be new, an empty directory, or a directory this function wrote: anything else
+    is refused (ValueError) before anything is written."""
+    path = Path(path)
+    check_output(path, "output", overwrite=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp"))
     try:
         write(tmp)
+        (tmp / DIR_MARKER).write_text("written by nash_jax: a later write may replace this directory\n")
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     # The old directory is renamed aside, not deleted, before the new one takes its name: a kill in
-    # between leaves a stale temporary (removed on resumption), never a half-deleted directory.
+    # between leaves a stale temporary (removed on resumption), never a half-deleted directory. An
+    # empty directory is renamed over (rename(2) refuses one that has filled up meanwhile).
     old = None
-    if path.exists():
+    if written_dir(path):
         old = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temporary_prefix(path, "old-"),
-                                   suffix=".tmp"))
+                                    suffix=".tmp"))
         os.replace(path, old / path.name)
     os.replace(tmp, path)
     if old is not None:

@@ -167,6 +167,19 @@ def format_summary(g, summary, title=""):
     return "\n".join(lines)
 
 
+PLOT_SOFTWARE = "nash-jax game"  # the PNG's Software text: a plot this command drew may be replaced
+
+
+def is_our_plot(path):
+    """Whether `path` is a PNG that plot_traces wrote (its Software text is PLOT_SOFTWARE)."""
+    path = Path(path)
+    if not path.is_file() or path.is_symlink():
+        return False
+    with open(path, "rb") as f:
+        head = f.read(4096)  # the text chunks come right after the header
+    return head.startswith(b"\x89PNG") and b"Software\x00" + PLOT_SOFTWARE.encode() in head
+
+
 def plot_traces(summary, path, title=""):
     """Exploitability against step for every method, written atomically as a PNG."""
     import matplotlib
@@ -191,5 +204,6 @@ def plot_traces(summary, path, title=""):
            title=title or "exploitability by method")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    write_atomically(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
+    write_atomically(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120,
+                                                      metadata={"Software": PLOT_SOFTWARE}))
     plt.close(fig)
