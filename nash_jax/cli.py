@@ -13,7 +13,11 @@ from nash_jax import __version__
 
 def _game(args):
     from nash_jax import tabular
+    from nash_jax.files import check_output
 
+    if args.plot:
+        check_output(args.plot, "--plot", overwrite=args.overwrite, written=tabular.is_our_plot,
+                     directory=False)
     g = tabular.load_game(args.file)
     summary = tabular.solve_game(g, eta=args.eta, steps=args.steps, beta=args.beta, taus=args.tau)
     if args.json:
@@ -77,6 +81,7 @@ def saved_run_config(run_dir, overrides=()):
     """A run directory's config (config.yaml), with report-only `eval.KEY=VALUE` overrides applied and,
     if they change it, saved back (so that the run's config lock accepts them)."""
     from nash_jax import config as config_lib
+    from nash_jax import recipes
 
     run_dir = Path(run_dir)
     path = run_dir / "config.yaml"
@@ -94,6 +99,9 @@ def saved_run_config(run_dir, overrides=()):
         config = config_lib.build_run_config(config_lib.apply_overrides(saved, overrides))
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from None
+    for text in overrides:  # before anything is written: an option the run's report ignores
+        recipes.check_report_option(config, text.partition("=")[0].strip().split(".")[1],
+                                    f"override {text!r}")
     if config.run_dir and Path(config.run_dir).resolve() != run_dir.resolve():
         import dataclasses
         config = dataclasses.replace(config, run_dir=str(run_dir))  # the directory was moved
@@ -119,16 +127,21 @@ def _report(args, overrides=None):
 
 
 def _rerank(args):
+    from nash_jax import recipes
+
+    recipes.check_report_option(saved_run_config(args.run_dir), "best_of_n", "nash-jax rerank")
     _report(args, [*args.overrides, f"eval.best_of_n={args.n}"])
 
 
 def _average(args):
-    from nash_jax import components
+    from nash_jax import components, recipes
+    from nash_jax.files import check_output
     from nash_jax.iterate_averaging import average_policies
     from nash_jax.runs import RunDir
 
     run_dir = Path(args.run_dir)
     config = saved_run_config(run_dir)
+    recipes.check_report_option(config, "average_iterates", "nash-jax average")
     report_path = run_dir / "report.json"
     if not report_path.is_file():
         raise FileNotFoundError(f"{report_path} does not exist; run `nash-jax report {run_dir}` first "
@@ -149,6 +162,7 @@ def _average(args):
                              f"{list(dirs)} or a model directory (config.json + safetensors)")
     labels = [Path(n).name if n not in dirs else n for n in chosen]
     out = Path(args.out) if args.out else run_dir / "average" / "-".join(labels)
+    check_output(out, "--out", overwrite=args.overwrite)  # before any model is loaded
     mesh = components.make_mesh(config, {})
     run = RunDir(run_dir)
     run.acquire()  # it writes into the run directory: not beside a live run
@@ -203,18 +217,23 @@ def _positive_float(text):
     return value
 
 
-def _positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text}")
-    return value
+def _int_in(low, high=None):
+    """An argparse type: an integer in [low, high] (no upper bound without `high`)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer; got {text}") from None
+        if value < low or (high is not None and value > high):
+            bounds = f"in [{low}, {high}]" if high is not None else f"≥ {low}"
+            raise argparse.ArgumentTypeError(f"expected an integer {bounds}; got {text}")
+        return value
+    return parse
 
 
-def _at_least_two(text):
-    value = int(text)
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 2 (best of n); got {text}")
-    return value
+_positive_int = _int_in(1)
+MAX_GAME_STEPS = 100_000  # `nash-jax game` keeps (and --json prints) one exploitability per step
+MAX_BEST_OF_N = 64  # `nash-jax rerank` samples n per held-out sample and judges n × n pairs of them
 
 
 def _add_process_flags(parser):
@@ -239,14 +258,17 @@ def build_parser():
                     "`wins`) and compare the solution concepts by exploitability.")
     game.add_argument("file", help="game file (YAML or JSON)")
     game.add_argument("--eta", type=_positive_float, default=1.0, help="MWU step size (default 1.0)")
-    game.add_argument("--steps", type=_positive_int, default=1000,
-                      help="MWU and Nash-MD steps (default 1000)")
+    game.add_argument("--steps", type=_int_in(1, MAX_GAME_STEPS), default=1000,
+                      help=f"MWU and Nash-MD steps, 1 to {MAX_GAME_STEPS} (default 1000)")
     game.add_argument("--beta", type=_positive_float, default=0.1,
                       help="KL weight of the RLHF optimum (default 0.1)")
     game.add_argument("--tau", type=_positive_float, nargs="+", default=[0.1, 0.02],
                       help="Nash-MD regularisation strengths (default 0.1 0.02)")
     game.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    game.add_argument("--plot", metavar="PNG", help="draw exploitability against step into PNG")
+    game.add_argument("--plot", metavar="PNG", help="draw exploitability against step into PNG (a new "
+                                                    "file)")
+    game.add_argument("--overwrite", action="store_true",
+                      help="let --plot replace a PNG that this command drew before (never another file)")
     game.set_defaults(handler=_game)
 
     judge = commands.add_parser(
@@ -295,7 +317,8 @@ def build_parser():
                     "like an iterate (the report's eval.best_of_n). Reranking with the judge the policy "
                     "was trained against compounds judge exploitation; the report labels it so.")
     rerank.add_argument("run_dir", help="a run directory (holds config.yaml)")
-    rerank.add_argument("--n", type=_at_least_two, default=16, help="candidates per sample (default 16)")
+    rerank.add_argument("--n", type=_int_in(2, MAX_BEST_OF_N), default=16,
+                        help=f"candidates per sample, 2 to {MAX_BEST_OF_N} (default 16)")
     rerank.add_argument("overrides", nargs="*", metavar="eval.KEY=VALUE", help=argparse.SUPPRESS)
     _add_process_flags(rerank)
     rerank.set_defaults(handler=_rerank)
@@ -308,7 +331,11 @@ def build_parser():
     average.add_argument("run_dir", help="a run directory with a report (report.json)")
     average.add_argument("--iterates", nargs="+", metavar="LABEL",
                          help="iterates to average: labels such as pi_1 pi_2, or model directories")
-    average.add_argument("--out", metavar="DIR", help="output directory (default RUN_DIR/average/<labels>)")
+    average.add_argument("--out", metavar="DIR", help="output directory, new or empty (default "
+                                                      "RUN_DIR/average/<labels>)")
+    average.add_argument("--overwrite", action="store_true",
+                         help="let --out replace a directory that nash_jax wrote before (one holding "
+                              "its .nash-jax marker; never another directory or a file)")
     average.set_defaults(handler=_average)
 
     plan = commands.add_parser(

@@ -2,12 +2,15 @@
 directories, --out targets), refuses commands that do not apply to a run, validates model configs and
 the paths a run needs before touching its directory, and logs each step's metrics once."""
 
+import os
 from pathlib import Path
 
 import pytest
 
 from nash_jax import runs
 from nash_jax.runs import RunDir
+
+REPO = Path(__file__).parents[1]
 
 
 def user_folder(root):
@@ -60,3 +63,121 @@ def test_temporary_names_carry_the_nash_jax_marker(tmp_path):
     runs.write_dir_atomically(tmp_path / "d", lambda tmp: seen.append(Path(tmp).name))
     assert all(runs.is_own_temporary(name) for name in seen), seen
     assert not runs.is_own_temporary(".a.txt.abc.tmp")
+
+
+def test_write_dir_atomically_replaces_only_a_directory_it_wrote(tmp_path):
+    def write(tmp):
+        (Path(tmp) / "config.json").write_text("{}")
+
+    (tmp_path / "users").mkdir()
+    (tmp_path / "users" / "thesis.tex").write_text("mine")
+    (tmp_path / "file").write_text("mine")
+    for target in (tmp_path / "users", tmp_path / "file"):
+        with pytest.raises(ValueError, match=r"output .* is there and it is not a directory nash_jax "
+                                             r"wrote .*refusing to replace it"):
+            runs.write_dir_atomically(target, write)
+    assert (tmp_path / "users" / "thesis.tex").read_text() == "mine"
+    assert (tmp_path / "file").read_text() == "mine"
+    (tmp_path / "empty").mkdir()
+    for target in (tmp_path / "new", tmp_path / "empty", tmp_path / "new"):  # the last: a redo
+        runs.write_dir_atomically(target, write)
+        assert sorted(os.listdir(target)) == [".nash-jax", "config.json"]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_output_path_is_new_or_refused_and_overwrite_replaces_only_nash_jax_output(tmp_path):
+    from nash_jax.files import check_output
+
+    (tmp_path / "users").mkdir()
+    (tmp_path / "users" / "a.txt").write_text("mine")
+    (tmp_path / "file").write_text("mine")
+    runs.write_dir_atomically(tmp_path / "ours", lambda tmp: None)
+    check_output(tmp_path / "new", "--out")
+    for target in (tmp_path / "users", tmp_path / "file"):
+        with pytest.raises(ValueError, match=r"--out .*: a (directory|file) is there and it is not a "
+                                             r"directory nash_jax wrote"):
+            check_output(target, "--out", overwrite=True)
+    with pytest.raises(ValueError, match=r"--out .*ours: nash_jax wrote this directory before; pass "
+                                         r"--overwrite to replace it"):
+        check_output(tmp_path / "ours", "--out")
+    check_output(tmp_path / "ours", "--out", overwrite=True)
+
+
+def saved_run(tmp_path, config_file, overrides=()):
+    """A run directory as `nash-jax run` leaves it before its first stage: config.yaml, manifest."""
+    from nash_jax.config import load_config, to_yaml
+
+    run_dir = tmp_path / "run"
+    config = load_config(config_file, [f"run_dir={run_dir}", *overrides])
+    RunDir(run_dir).acquire()
+    runs.write_text_atomically(run_dir / "config.yaml", to_yaml(config))
+    return run_dir
+
+
+def test_average_onto_an_existing_folder_or_file_is_refused_before_loading(tmp_path, capsys):
+    from nash_jax.cli import main
+
+    run_dir = saved_run(tmp_path, REPO / "configs" / "demo.yaml")
+    (run_dir / "report.json").write_text('{"iterate_dirs": {"pi_0": "a", "pi_1": "b"}}')
+    (tmp_path / "users").mkdir()
+    (tmp_path / "users" / "a.txt").write_text("mine")
+    (tmp_path / "file").write_text("mine")
+    for target in ("users", "file"):
+        assert main(["average", str(run_dir), "--out", str(tmp_path / target), "--overwrite"]) == 2
+        assert "it is not a directory nash_jax wrote (one holding .nash-jax); refusing" in capsys.readouterr().err
+    assert (tmp_path / "users" / "a.txt").read_text() == "mine" == (tmp_path / "file").read_text()
+
+
+@pytest.mark.parametrize("command", [["rerank", "--n", "4"], ["average"]])
+def test_a_command_that_does_not_apply_to_the_recipe_is_refused_and_touches_nothing(
+        tmp_path, capsys, monkeypatch, command):
+    from nash_jax import recipes
+    from nash_jax.cli import main
+
+    run_dir = saved_run(tmp_path, REPO / "configs" / "kuhn_demo.yaml")
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    monkeypatch.setattr(recipes, "run", lambda config: pytest.fail("the recipe ran"))
+    assert main([command[0], str(run_dir), *command[1:]]) == 2
+    err = capsys.readouterr().err
+    assert f"nash-jax {command[0]} does not apply to a game_selfplay run (its report reads no eval." in err
+    assert "it applies to runs of ['nash_md', 'sppo']" in err and len(err.strip().splitlines()) == 1, err
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+
+
+def test_report_options_the_recipe_ignores_are_refused(tmp_path, capsys):
+    from nash_jax.cli import main
+
+    run_dir = saved_run(tmp_path, REPO / "configs" / "proposer_solver_demo.yaml")
+    config = (run_dir / "config.yaml").read_text()
+    assert main(["report", str(run_dir), "eval.average_iterates=true"]) == 2
+    assert ("override 'eval.average_iterates=true' does not apply to a proposer_solver run"
+            in capsys.readouterr().err)
+    assert (run_dir / "config.yaml").read_text() == config
+
+
+@pytest.mark.parametrize("argv, bounds", [(["rerank", "run", "--n", "100000000"], (2, 64)),
+                                          (["game", "g.yaml", "--steps", "100001"], (1, 100000))])
+def test_rerank_n_and_game_steps_are_bounded_as_help_says(argv, bounds, capsys):
+    from nash_jax.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(argv)
+    assert f"expected an integer in [{bounds[0]}, {bounds[1]}]" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([argv[0], "--help"])
+    assert f"{bounds[0]} to {bounds[1]}" in capsys.readouterr().out
+
+
+def test_game_plot_replaces_only_its_own_png(tmp_path, capsys):
+    from nash_jax.cli import main
+
+    four = REPO / "configs" / "games" / "four_responses.yaml"
+    png = tmp_path / "four.png"
+    png.write_bytes(b"\x89PNG not ours")
+    assert main(["game", str(four), "--steps", "10", "--plot", str(png), "--overwrite"]) == 2
+    assert "a file is there and it is not a file nash_jax wrote" in capsys.readouterr().err
+    png.unlink()
+    assert main(["game", str(four), "--steps", "10", "--plot", str(png)]) == 0
+    assert main(["game", str(four), "--steps", "10", "--plot", str(png)]) == 2
+    assert "pass --overwrite to replace it" in capsys.readouterr().err
+    assert main(["game", str(four), "--steps", "10", "--plot", str(png), "--overwrite"]) == 0

@@ -33,6 +33,9 @@ class Recipe:
     summary: Callable | None = None  # summary(report dict) -> lines `nash-jax run` prints at the end;
     #                                  default: report.summary_lines (the cross-iterate win rates)
     builtin_models: tuple = (config_lib.BUILTIN_SYNTHETIC,)  # model.path values that name no directory
+    # the report-only eval fields (config.REPORT_ONLY_EVAL_FIELDS) its report reads: `nash-jax rerank`
+    # needs best_of_n, `nash-jax average` average_iterates (and the iterate_dirs such a report lists)
+    report_options: tuple = config_lib.REPORT_ONLY_EVAL_FIELDS
 
 
 RECIPES = {}
@@ -54,6 +57,16 @@ def get(name):
     if name not in RECIPES:
         raise ValueError(f"recipe {name!r} is not one of {sorted(RECIPES)}")
     return RECIPES[name]
+
+
+def check_report_option(config, field, what):
+    """ValueError unless the report of `config`'s recipe reads eval.`field`; `what` (a command, an
+    override) is what does not apply."""
+    recipe = get(config.recipe)
+    if field not in recipe.report_options:
+        others = sorted(name for name, r in RECIPES.items() if field in r.report_options)
+        raise ValueError(f"{what} does not apply to a {recipe.name} run (its report reads no "
+                         f"eval.{field}); it applies to runs of {others}")
 
 
 def resolve_run_dir(config, root="runs"):

@@ -504,4 +504,4 @@ def markdown(report, plots):
 
 register(Recipe(name="game_selfplay", run=run_game_selfplay, section="game_selfplay",
                 section_type=GameSelfPlayConfig, check=check, summary=summary,
-                builtin_models=(BUILTIN_GAME,)))
+                builtin_models=(BUILTIN_GAME,), report_options=()))

@@ -810,4 +810,5 @@ def summary_lines(report):
 
 
 register(Recipe(name="proposer_solver", run=run_proposer_solver, section="proposer_solver",
-                section_type=ProposerSolverConfig, check=check, summary=summary_lines))
+                section_type=ProposerSolverConfig, check=check, summary=summary_lines,
+                report_options=()))
