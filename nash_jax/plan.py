@@ -88,7 +88,8 @@ def model_config(config, shape=None):
         w = config.warm_start
         values = dict(model_type="llama", vocab_size=len(load_tokenizer(synthetic.TOKENIZER_DIR)),
                       hidden_size=w.hidden_size, intermediate_size=2 * w.hidden_size,
-                      num_hidden_layers=w.num_layers, num_attention_heads=4, num_key_value_heads=2)
+                      num_hidden_layers=w.num_layers, num_attention_heads=4, num_key_value_heads=2,
+                      head_dim=w.hidden_size // 4)  # as recipes.preparation.tiny_llama builds it
         source = "the synthetic task's warm-start model"
     elif (Path(m.path) / "config.json").is_file():
         values, source = hf.read_config(m.path), str(Path(m.path) / "config.json")

@@ -181,3 +181,65 @@ def test_game_plot_replaces_only_its_own_png(tmp_path, capsys):
     assert main(["game", str(four), "--steps", "10", "--plot", str(png)]) == 2
     assert "pass --overwrite to replace it" in capsys.readouterr().err
     assert main(["game", str(four), "--steps", "10", "--plot", str(png), "--overwrite"]) == 0
+
+
+def model_config(hf_model_dir, **changes):
+    import json
+
+    values = json.loads((hf_model_dir("llama_gqa")[0] / "config.json").read_text())
+    return {k: v for k, v in {**values, **changes}.items() if v != "drop"}
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"num_hidden_layers": -2}, r"num_hidden_layers: -2; expected a positive integer"),
+    ({"hidden_size": 0}, r"hidden_size: 0; expected a positive integer"),
+    ({"vocab_size": "101"}, r"vocab_size: '101'; expected a positive integer"),
+    ({"intermediate_size": "drop"}, r"intermediate_size: 'missing'; expected a positive integer"),
+    ({"head_dim": "drop", "hidden_size": 30}, r"num_attention_heads: 4 does not divide hidden_size: 30"),
+    ({"num_key_value_heads": 3}, r"num_key_value_heads: 3 does not divide num_attention_heads: 4"),
+    ({"rms_norm_eps": -1e-6}, r"rms_norm_eps: -1e-06; expected a positive number"),
+])
+def test_bad_llama_configs_are_one_line_naming_the_file_and_key(hf_model_dir, changes, message):
+    from nash_jax.models import hf
+
+    with pytest.raises(ValueError, match=r"^m/config.json: " + message) as err:
+        hf.config_from_hf(model_config(hf_model_dir, **changes), source="m/config.json")
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"num_hidden_layers": -2}, r"num_hidden_layers: -2; expected a positive integer"),
+    ({"num_attention_heads": 5}, r"num_attention_heads: 5 does not divide hidden_size: 32"),
+])
+def test_bad_deberta_configs_are_one_line_naming_the_file_and_key(changes, message):
+    from nash_jax.models import deberta
+
+    values = dict(model_type="deberta-v2", vocab_size=50, hidden_size=32, num_hidden_layers=2,
+                  num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+                  relative_attention=True, share_att_key=True, position_biased_input=False,
+                  type_vocab_size=0, norm_rel_ebd="layer_norm", pos_att_type=["p2c", "c2p"],
+                  position_buckets=16, max_relative_positions=-1)
+    with pytest.raises(ValueError, match=r"^p/config.json: " + message):
+        deberta.config_from_hf({**values, **changes}, source="p/config.json")
+
+
+@pytest.mark.parametrize("shard", ["../outside.safetensors", "/abs/outside.safetensors"])
+def test_a_shard_index_naming_files_outside_the_model_folder_is_refused(hf_model_dir, tmp_path,
+                                                                        shard):
+    import json
+    import shutil
+
+    from nash_jax.models import hf
+
+    source = hf_model_dir("llama_gqa")[0]
+    (tmp_path / "model").mkdir()
+    shutil.copy(source / "config.json", tmp_path / "model" / "config.json")
+    outside = tmp_path / "outside.safetensors" if shard.startswith("..") else Path(shard)
+    if shard.startswith(".."):
+        shutil.copy(source / "model.safetensors", outside)  # there to be read, were it followed
+    with hf.loading.open_safetensors(source / "model.safetensors") as f:
+        weight_map = {key: shard for key in f.keys()}
+    (tmp_path / "model" / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    with pytest.raises(ValueError, match=r"model.safetensors.index.json: weight_map\['.*'\] = "
+                                         rf"'{shard}'; expected the name of a shard file inside"):
+        hf.load_pretrained(tmp_path / "model")

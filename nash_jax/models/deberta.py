@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from nash_jax.models.config_values import check_divides, check_positive_ints, check_positive_numbers
 from nash_jax.models.loading import COPY, TRANSPOSE, ArraySource, KeyMap, Rule, load_into
 from nash_jax.models.params import param
 from nash_jax.models.remat import check_remat, rematerialised
@@ -61,6 +62,7 @@ def config_from_hf(hf, *, dtype="float32", param_dtype=None, source="config.json
     """DebertaConfig from a transformers DebertaV2Config-style config.json dict."""
     if hf.get("model_type") not in ("deberta-v2", "deberta_v2"):
         raise ValueError(f"{source}: model_type={hf.get('model_type')!r}; expected 'deberta-v2'")
+    check_sizes(hf, source)
     unsupported = {
         "relative_attention": (hf.get("relative_attention", False) is not True, "must be true"),
         "share_att_key": (hf.get("share_att_key", False) is not True, "must be true"),
@@ -87,6 +89,21 @@ def config_from_hf(hf, *, dtype="float32", param_dtype=None, source="config.json
         max_relative_positions=max_relative if max_relative >= 1 else hf["max_position_embeddings"],
         position_buckets=hf.get("position_buckets", -1), c2p="c2p" in att_type, p2c="p2c" in att_type,
         dtype=dtype, param_dtype=param_dtype or dtype, scan_layers=scan_layers, remat=remat)
+
+
+def check_sizes(hf, source):
+    """Every size and count DeBERTa reads is a positive integer, and the heads divide the width."""
+    relative = hf.get("max_relative_positions", -1)
+    check_positive_ints(hf, source, ("vocab_size", "hidden_size", "num_hidden_layers",
+                                     "num_attention_heads", "intermediate_size")
+                        + (("max_position_embeddings",) if not (isinstance(relative, int)
+                                                                and relative >= 1) else ()))
+    check_positive_numbers(hf, source, ("layer_norm_eps",))
+    for key in ("max_relative_positions", "position_buckets"):  # ≤ 0 means "not used"
+        if not isinstance(hf.get(key, -1), int) or isinstance(hf.get(key), bool):
+            raise ValueError(f"{source}: {key}: {hf[key]!r}; expected an integer")
+    check_divides(hf, source, "num_attention_heads", "hidden_size",
+                  "each head takes hidden_size / num_attention_heads")
 
 
 def log_bucket_positions(relative, bucket_size, max_position):

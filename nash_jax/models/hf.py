@@ -19,6 +19,7 @@ from safetensors.numpy import save_file
 
 from nash_jax.files import write_atomically, write_text_atomically
 from nash_jax.models import loading
+from nash_jax.models.config_values import check_divides, check_positive_ints, check_positive_numbers
 from nash_jax.models.llama import Llama, LlamaConfig
 
 SUPPORTED = {  # model_type -> the architectures name transformers writes
@@ -70,6 +71,7 @@ def config_from_hf(hf, *, dtype="float32", param_dtype=None, source="config.json
             raise ValueError(f"dtype {name!r} is not one of {DTYPES}")
     if hf.get("hidden_act", "silu") != "silu":
         raise ValueError(f"{source}: hidden_act={hf['hidden_act']!r}; only 'silu' is supported")
+    check_sizes(hf, source)
     heads = hf["num_attention_heads"]
     layers = hf["num_hidden_layers"]
     rope = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
@@ -99,6 +101,25 @@ def config_from_hf(hf, *, dtype="float32", param_dtype=None, source="config.json
         param_dtype=param_dtype or dtype,
         hf_config=dict(hf),
     )
+
+
+def check_sizes(hf, source):
+    """Every size and count the Llama family reads is a positive integer, and they fit together."""
+    check_positive_ints(hf, source, ("vocab_size", "hidden_size", "intermediate_size",
+                                     "num_hidden_layers", "num_attention_heads"),
+                        optional=("num_key_value_heads", "head_dim", "sliding_window"))
+    check_positive_numbers(hf, source, ("rms_norm_eps", "rope_theta"))
+    if hf.get("head_dim") is None:
+        check_divides(hf, source, "num_attention_heads", "hidden_size",
+                      "without head_dim, each head takes hidden_size / num_attention_heads")
+    if hf.get("num_key_value_heads") is not None:
+        check_divides(hf, source, "num_key_value_heads", "num_attention_heads",
+                      "each key/value head serves a whole group of query heads")
+    layer_types = hf.get("layer_types")
+    if layer_types is not None and (not isinstance(layer_types, list)
+                                    or len(layer_types) != hf["num_hidden_layers"]):
+        raise ValueError(f"{source}: layer_types: {str(layer_types)[:80]}; expected a list of one "
+                         f"entry per layer (num_hidden_layers: {hf['num_hidden_layers']})")
 
 
 def _sliding_windows(hf, model_type, layers):
@@ -135,9 +156,15 @@ def _weight_files(path):
     """{hf key: safetensors file} from model.safetensors or model.safetensors.index.json."""
     index = path / "model.safetensors.index.json"
     if index.is_file():
-        weight_map = json.loads(index.read_text()).get("weight_map")
+        try:
+            weight_map = json.loads(index.read_text()).get("weight_map")
+        except (json.JSONDecodeError, AttributeError):
+            weight_map = None
         if not isinstance(weight_map, dict):
-            raise ValueError(f"{index} has no `weight_map`")
+            raise ValueError(f"{index} is not a shard index (JSON with a `weight_map` of tensor name "
+                             "to file name)")
+        for key, name in weight_map.items():
+            _check_shard_name(index, key, name)
         missing = sorted({f for f in weight_map.values() if not (path / f).is_file()})
         if missing:
             raise FileNotFoundError(f"{index} names shard files that do not exist: {missing}")
@@ -150,6 +177,13 @@ def _weight_files(path):
     hint = f" (found {others}: convert them to safetensors first)" if others else ""
     raise FileNotFoundError(f"{path} has neither model.safetensors nor "
                             f"model.safetensors.index.json{hint}")
+
+
+def _check_shard_name(index, key, name):
+    """A shard file of the index must lie in the model folder: a relative path without `..`."""
+    if not isinstance(name, str) or not name or Path(name).is_absolute() or ".." in Path(name).parts:
+        raise ValueError(f"{index}: weight_map[{key!r}] = {name!r}; expected the name of a shard file "
+                         "inside the model folder (a relative path without '..')")
 
 
 # Where each loaded model came from (for its tokenizer files on export). Kept beside the module rather
