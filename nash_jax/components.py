@@ -8,30 +8,47 @@ from pathlib import Path
 from nash_jax import data, parallel, runs
 from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.models import hf
-from nash_jax.models.tokenizer import load_tokenizer
+from nash_jax.models.tokenizer import load_tokenizer, tokenizer_problem
 from nash_jax.tasks import synthetic
 
 
 def check_paths(config, builtin_models=(BUILTIN_SYNTHETIC,)):
-    """Every local path the config names, checked before anything starts (FileNotFoundError naming
-    the key, the path and what was expected there). `builtin_models`: the recipe's model.path values
-    that name a built-in model, not a directory."""
-    if config.model.path not in builtin_models and not (Path(config.model.path) / "config.json").is_file():
-        builtins = " or ".join(builtin_models)
-        raise FileNotFoundError(f"model.path={config.model.path}: no config.json there; expected a local "
-                                f"Hugging Face model directory (config.json + safetensors) or {builtins}")
-    if config.model.tokenizer and not Path(config.model.tokenizer).exists():
-        raise FileNotFoundError(f"model.tokenizer={config.model.tokenizer}: does not exist; expected a "
-                                "local tokenizer directory")
+    """Every local path the config names, and the policy's architecture, checked before anything
+    starts (FileNotFoundError or ValueError naming the key, the path and what was expected there).
+    `builtin_models`: the recipe's model.path values that name a built-in model, not a directory."""
+    model_dir = config.model.path not in builtin_models
+    if model_dir:
+        path = Path(config.model.path)
+        if not (path / "config.json").is_file():
+            builtins = " or ".join(builtin_models)
+            raise FileNotFoundError(f"model.path={path}: no config.json there; expected a local "
+                                    f"Hugging Face model directory (config.json + safetensors) or "
+                                    f"{builtins}")
+        hf.config_from_hf(hf.read_config(path), dtype=config.model.dtype,
+                          param_dtype=config.model.param_dtype, source=str(path / "config.json"))
+    tokenizer = ("model.tokenizer", config.model.tokenizer) if config.model.tokenizer else \
+        ("model.path", config.model.path) if model_dir else None
+    if tokenizer and (problem := tokenizer_problem(tokenizer[1])):
+        raise FileNotFoundError(f"{tokenizer[0]}={tokenizer[1]}: {problem}; expected a local tokenizer "
+                                "directory (set model.tokenizer to one if the model's has none)")
     if config.data.path != BUILTIN_SYNTHETIC and not Path(config.data.path).exists():
         raise FileNotFoundError(f"data.path={config.data.path}: does not exist; expected a local prompt "
                                 "file or directory")
     for key, judge in (("judge", config.judge), ("eval.second_judge", config.eval.second_judge)):
-        if judge is not None and judge.kind != "synthetic" and (
-                judge.path is None or not Path(judge.path).exists()):
-            raise FileNotFoundError(f"{key}.path={judge.path}: does not exist; the {judge.kind} judge "
-                                    "needs a local "
-                                    + ("PairRM directory" if judge.kind == "pairrm" else "file"))
+        if judge is not None and judge.kind != "synthetic":
+            check_judge_path(judge, key)
+
+
+def check_judge_path(judge_config, key="judge"):
+    """A file or PairRM judge's path exists (and a PairRM directory holds a DeBERTa config.json)."""
+    path = judge_config.path
+    if path is None or not Path(path).exists():
+        raise FileNotFoundError(f"{key}.path={path}: does not exist; the {judge_config.kind} judge "
+                                "needs a local "
+                                + ("PairRM directory" if judge_config.kind == "pairrm" else "file"))
+    if judge_config.kind == "pairrm":
+        from nash_jax.models import deberta
+        deberta.config_from_hf(hf.read_config(path), source=str(Path(path) / "config.json"))
 
 
 def make_mesh(config, batch_sizes):
@@ -98,10 +115,7 @@ def make_judge(judge_config, mesh=None):
     """The PreferenceModel a JudgeConfig names."""
     if judge_config.kind == "synthetic":
         return synthetic.SyntheticOracle()
-    if judge_config.path is None or not Path(judge_config.path).exists():
-        raise FileNotFoundError(f"judge.path={judge_config.path}: does not exist; the {judge_config.kind} "
-                                "judge needs a local "
-                                + ("PairRM directory" if judge_config.kind == "pairrm" else "file"))
+    check_judge_path(judge_config)
     if judge_config.kind == "pairrm":
         from nash_jax.judges.pairrm import PairRM
         return PairRM.from_pretrained(judge_config.path, mesh=mesh, batch_size=judge_config.batch_size,

@@ -243,3 +243,33 @@ def test_a_shard_index_naming_files_outside_the_model_folder_is_refused(hf_model
     with pytest.raises(ValueError, match=r"model.safetensors.index.json: weight_map\['.*'\] = "
                                          rf"'{shard}'; expected the name of a shard file inside"):
         hf.load_pretrained(tmp_path / "model")
+
+
+@pytest.mark.parametrize("case", ["corpus", "tokenizer", "architecture"])
+def test_missing_inputs_and_the_architecture_stop_a_run_before_its_directory_exists(
+        tmp_path, hf_model_dir, case):
+    import json
+    import shutil
+
+    from nash_jax import recipes
+    from nash_jax.config import load_config
+    from tests.tiny_hf import write_tokenizer
+
+    model = hf_model_dir("llama_gqa")[0]
+    if case == "architecture":
+        shutil.copytree(model, tmp_path / "gpt2")
+        values = json.loads((model / "config.json").read_text())
+        (tmp_path / "gpt2" / "config.json").write_text(json.dumps({**values, "model_type": "gpt2"}))
+        write_tokenizer(tmp_path / "gpt2")
+    config_file, override, error, message = {
+        "corpus": ("proposer_solver_document.yaml", "proposer_solver.task.corpus=/nowhere/docs.jsonl",
+                   FileNotFoundError, r"document corpus /nowhere/docs.jsonl does not exist"),
+        "tokenizer": ("demo.yaml", f"model.path={model}", FileNotFoundError,
+                      r"model.path=.*: has no tokenizer files \(tokenizer.json, .*set model.tokenizer"),
+        "architecture": ("demo.yaml", f"model.path={tmp_path / 'gpt2'}", ValueError,
+                         r"model_type='gpt2' \(architectures=\['LlamaForCausalLM'\]\) is not supported"),
+    }[case]
+    config = load_config(REPO / "configs" / config_file, [f"run_dir={tmp_path / 'run'}", override])
+    with pytest.raises(error, match=message):
+        recipes.run(config)
+    assert not (tmp_path / "run").exists()

@@ -5,15 +5,24 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 
-def load_tokenizer(path):
-    """transformers.AutoTokenizer from a local directory; never downloads, never runs remote code."""
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")  # any one
+
+
+def tokenizer_problem(path):
+    """Why `path` is not a local tokenizer directory (a phrase), or None when it is one."""
     path = Path(path)
     if not path.is_dir():
-        raise FileNotFoundError(f"tokenizer directory {path} does not exist")
-    if not any((path / name).is_file() for name in
-               ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")):
-        raise FileNotFoundError(f"{path} has no tokenizer files (tokenizer.json, tokenizer.model, "
-                                "vocab.json or tokenizer_config.json)")
+        return "does not exist" if not path.exists() else "is not a directory"
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        return f"has no tokenizer files ({', '.join(TOKENIZER_FILES[:-1])} or {TOKENIZER_FILES[-1]})"
+    return None
+
+
+def load_tokenizer(path):
+    """transformers.AutoTokenizer from a local directory; never downloads, never runs remote code."""
+    problem = tokenizer_problem(path)
+    if problem:
+        raise FileNotFoundError(f"tokenizer directory {path} {problem}")
     return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
 
 

@@ -132,6 +132,8 @@ def rows_per_step(ps):
 def check(config):
     ps = config.proposer_solver
     answer_sources.answer_source(ps.answer_source, ps.task.name)
+    if ps.task.name == "document" and ps.task.corpus != "builtin":
+        documents.check_corpus_file(ps.task.corpus)  # before the run directory is touched
     if ps.steps % ps.anchors.snapshots:
         raise ValueError(f"proposer_solver.steps={ps.steps} is not a multiple of "
                          f"proposer_solver.anchors.snapshots={ps.anchors.snapshots}")

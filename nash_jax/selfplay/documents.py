@@ -52,11 +52,9 @@ def write_corpus(path, seed=0):
     return path
 
 
-def load_corpus(path, column="text"):
-    """[{"id", "text"}] of a jsonl / parquet / json file through `datasets` (ids: an `id` column, else
-    the row number)."""
-    from datasets import load_dataset
-
+def check_corpus_file(path, column="text"):
+    """The `datasets` builder of a corpus file (json or parquet), or the error that says what is wrong
+    with `path`: checked before a run starts, and again when the corpus is read."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"document corpus {path} does not exist; expected a jsonl or parquet file "
@@ -64,7 +62,16 @@ def load_corpus(path, column="text"):
     kind = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}.get(path.suffix)
     if kind is None:
         raise ValueError(f"document corpus {path}: expected a .jsonl, .json or .parquet file")
-    ds = load_dataset(kind, data_files=str(path), split="train")
+    return kind
+
+
+def load_corpus(path, column="text"):
+    """[{"id", "text"}] of a jsonl / parquet / json file through `datasets` (ids: an `id` column, else
+    the row number)."""
+    from datasets import load_dataset
+
+    path = Path(path)
+    ds = load_dataset(check_corpus_file(path, column), data_files=str(path), split="train")
     if column not in ds.column_names:
         raise ValueError(f"document corpus {path} has columns {ds.column_names}; expected {column!r}")
     ids = ds["id"] if "id" in ds.column_names else [str(i) for i in range(len(ds))]
