@@ -185,11 +185,15 @@ def _print_report_summary(config, report, run_dir):
 
 def read_judge_requests(path):
     """JSONL lines {"prompt": str, "candidates": [str, ...]} -> (prompts, candidate lists)."""
+    from nash_jax.files import reading_text
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"prompts file {path} does not exist")
+    with reading_text(path):
+        lines = path.read_text().splitlines()
     prompts, candidates = [], []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:

@@ -15,6 +15,7 @@ from pathlib import Path
 import grain
 import numpy as np
 
+from nash_jax.files import reading_text
 from nash_jax.models.tokenizer import chat_prompt
 
 FILE_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".arrow": "arrow",
@@ -52,11 +53,12 @@ def load_prompt_texts(path, column="prompt", split="train"):
     if column not in ds.column_names:
         raise ValueError(f"{path} has columns {ds.column_names}; data.prompt_column={column!r} "
                          "is not one")
-    texts = ds[column]
+    with reading_text(path):  # arrow decodes the strings only here
+        texts = list(ds[column])
     for i, text in enumerate(texts):
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"{path}: row {i} has {column}={text!r}; expected a non-empty string")
-    return list(texts)
+    return texts
 
 
 def _read(path, load):

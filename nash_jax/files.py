@@ -4,6 +4,7 @@ The lowest layer that touches the file system: model loaders/exporters and the r
 it, so it imports nothing of the package at import time.
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -24,6 +25,17 @@ def is_own_temporary(name):
 
 def _temporary_prefix(path, kind=""):
     return f".{Path(path).name}{TEMPORARY_INFIX}{kind}"
+
+
+@contextlib.contextmanager
+def reading_text(path):
+    """Within: a UnicodeDecodeError (of reading `path`) becomes one ValueError naming the file."""
+    try:
+        yield
+    except UnicodeDecodeError as err:
+        bad = err.object[err.start:err.start + 4]
+        raise ValueError(f"{path} is not UTF-8 text ({err.reason} at {bad!r}); expected a UTF-8 "
+                         "file") from None
 
 
 def write_atomically(path, write):

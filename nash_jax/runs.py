@@ -191,6 +191,7 @@ class RunDir:
         self._tensorboard = None
         self._lock_file = None
         self._last_finish = time.perf_counter()
+        self._last_logged = None  # {stage: the last step in metrics.jsonl}, read at the first log
 
     def acquire(self):
         """Hold RUN_DIR/.lock for this process (one writer at a time), then clean up what a killed
@@ -361,6 +362,7 @@ class RunDir:
         if not is_writer():
             return
         record = {"stage": stage, "step": int(step), **{k: float(v) for k, v in metrics.items()}}
+        self._forget_redone_metrics(stage, int(step))
         with open(self.path / "metrics.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
         if self._tensorboard is None:
@@ -368,6 +370,27 @@ class RunDir:
             self._tensorboard = SummaryWriter(str(self.path / "tensorboard"))
         for name, value in metrics.items():
             self._tensorboard.add_scalar(f"{stage}/{name}", float(value), int(step))
+
+    def _forget_redone_metrics(self, stage, step):
+        """A resumed run redoes the steps after its last checkpoint: before the first redone step of
+        `stage` is logged, drop the killed run's lines of `stage` from `step` on (and a line that the
+        kill cut short), so that metrics.jsonl holds each (stage, step) once."""
+        if self._last_logged is None:  # the first record this process logs: read what is there
+            records, whole = _metric_records(self.path / "metrics.jsonl")
+            self._last_logged = {}
+            for r in records:
+                last = self._last_logged.get(r["stage"], r["step"])
+                self._last_logged[r["stage"]] = max(r["step"], last)
+            if not whole:
+                self._rewrite_metrics(records)
+        if step <= self._last_logged.get(stage, step - 1):
+            records, _ = _metric_records(self.path / "metrics.jsonl")
+            self._rewrite_metrics([r for r in records if r["stage"] != stage or r["step"] < step])
+        self._last_logged[stage] = step
+
+    def _rewrite_metrics(self, records):
+        write_text_atomically(self.path / "metrics.jsonl",
+                              "".join(json.dumps(r) + "\n" for r in records))
 
     def close(self):
         if self._tensorboard is not None:
@@ -381,17 +404,22 @@ class RunDir:
 def read_metrics(path):
     """metrics.jsonl as a list of records, the last record of each (stage, step) kept (a resumed run
     repeats the steps after its last checkpoint)."""
+    latest = {(r["stage"], r["step"]): r for r in _metric_records(path)[0]}
+    return sorted(latest.values(), key=lambda r: (r["stage"], r["step"]))
+
+
+def _metric_records(path):
+    """(the records of metrics.jsonl in file order, whether every line read whole)."""
     path = Path(path)
     if not path.is_file():
-        return []
-    latest = {}
+        return [], True
+    records, whole = [], True
     for line in path.read_text().splitlines():
         try:
-            record = json.loads(line)
+            records.append(json.loads(line))
         except json.JSONDecodeError:
-            continue  # a line cut short by a kill
-        latest[(record["stage"], record["step"])] = record
-    return sorted(latest.values(), key=lambda r: (r["stage"], r["step"]))
+            whole = False  # a line cut short by a kill
+    return records, whole
 
 
 def _differences(a, b, prefix=""):

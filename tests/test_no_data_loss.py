@@ -273,3 +273,57 @@ def test_missing_inputs_and_the_architecture_stop_a_run_before_its_directory_exi
     with pytest.raises(error, match=message):
         recipes.run(config)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_resumed_training_loop_logs_each_step_once(tmp_path):
+    import json
+
+    import jax.numpy as jnp
+
+    from nash_jax.recipes.loop import train_loop
+
+    def work(fail_at=None):
+        def step_work(step, state, extra, item):
+            if step + 1 == fail_at:
+                raise RuntimeError("killed")
+            return {"w": state["w"] + step}, extra, {"loss": jnp.float32(step)}
+        return step_work
+
+    (tmp_path / "run").mkdir()
+    run = RunDir(tmp_path / "run")
+    run.log_metrics("eval", 0, {"score": 1.0})
+    with pytest.raises(RuntimeError, match="killed"):  # after the checkpoint of step 4
+        train_loop(run, "s", state={"w": jnp.zeros(2)}, total=8, work=work(fail_at=7),
+                   checkpoint_every=4)
+    with open(tmp_path / "run" / "metrics.jsonl", "a") as f:
+        f.write('{"stage": "s", "st')  # a line the kill cut short
+    train_loop(RunDir(tmp_path / "run"), "s", state={"w": jnp.zeros(2)}, total=8, work=work(),
+               checkpoint_every=4)
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    keys = [(r["stage"], r["step"]) for r in map(json.loads, lines)]
+    assert keys == [("eval", 0)] + [("s", step) for step in range(1, 9)], keys
+
+
+def test_an_unknown_openspiel_game_is_one_short_line(capfd):
+    from nash_jax.selfplay.games import TextGame
+
+    with pytest.raises(ValueError) as err:
+        TextGame("kuhn_pokr")
+    assert "game 'kuhn_pokr': not an OpenSpiel game; did you mean ['kuhn_poker'" in str(err.value)
+    assert "\n" not in str(err.value) and len(str(err.value)) < 200, str(err.value)
+    assert capfd.readouterr().err == ""  # and OpenSpiel printed no list of its games
+
+
+@pytest.mark.parametrize("reader", ["prompts", "judge requests", "corpus"])
+def test_a_file_that_is_not_utf8_is_named_in_its_error(tmp_path, reader):
+    from nash_jax import data
+    from nash_jax.cli import read_judge_requests
+    from nash_jax.selfplay import documents
+
+    path = tmp_path / "latin1.jsonl"
+    column = {"prompts": "prompt", "judge requests": "prompt", "corpus": "text"}[reader]
+    path.write_bytes(f'{{"{column}": "caf'.encode() + b'\xe9", "candidates": ["a"]}\n')
+    read = {"prompts": data.load_prompt_texts, "judge requests": read_judge_requests,
+            "corpus": documents.load_corpus}[reader]
+    with pytest.raises(ValueError, match=r"latin1.jsonl is not UTF-8 text \(.*\); expected a UTF-8 file"):
+        read(path)

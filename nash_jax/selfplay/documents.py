@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from nash_jax.files import reading_text
+
 NAMES = ("alder", "bell", "corin", "dunmore", "elsby", "fenwick", "garth", "holm", "ivel", "jarrow",
          "kesh", "lorn", "marsk", "nolt", "orrin", "pell")
 KINDS = ("town", "village")
@@ -74,8 +76,9 @@ def load_corpus(path, column="text"):
     ds = load_dataset(check_corpus_file(path, column), data_files=str(path), split="train")
     if column not in ds.column_names:
         raise ValueError(f"document corpus {path} has columns {ds.column_names}; expected {column!r}")
-    ids = ds["id"] if "id" in ds.column_names else [str(i) for i in range(len(ds))]
-    return [{"id": str(i), "text": t} for i, t in zip(ids, ds[column])]
+    with reading_text(path):  # arrow decodes the strings only here
+        ids = list(ds["id"]) if "id" in ds.column_names else [str(i) for i in range(len(ds))]
+        return [{"id": str(i), "text": t} for i, t in zip(ids, list(ds[column]))]
 
 
 def words(text):

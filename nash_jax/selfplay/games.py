@@ -18,6 +18,7 @@ model), so the cost of a round is one forward pass per player, not per game.
 """
 
 import contextlib
+import difflib
 import importlib
 import io
 from dataclasses import dataclass, field
@@ -39,16 +40,29 @@ PROMPT_WORDS = ("game", "you", "are", "player", "state", "legal", "moves", "answ
                 "move", "repeat", "the")
 
 
+def load_openspiel_game(name):
+    """pyspiel.load_game(name), or one short ValueError: an unknown name is found before OpenSpiel
+    prints (to stderr, and again in its error) the list of all its games."""
+    base = name.split("(")[0].strip()
+    known = pyspiel.registered_names()
+    if base not in known:
+        close = difflib.get_close_matches(base, known, n=3)
+        hint = f"; did you mean {close}?" if close else ""
+        raise ValueError(f"game {name!r}: not an OpenSpiel game{hint} (shipped games: "
+                         f"{list(SHIPPED_GAMES)})")
+    try:
+        return pyspiel.load_game(name)
+    except pyspiel.SpielError as err:
+        raise ValueError(f"game {name!r}: OpenSpiel cannot load it ({str(err).splitlines()[0]}); "
+                         f"shipped games: {list(SHIPPED_GAMES)}") from None
+
+
 class TextGame:
     """One OpenSpiel game behind text: prompts, action words, parsing and SPIRAL's outcome rules."""
 
     def __init__(self, name, *, max_turns=None, reward="outcome", invalid_penalty=-1.5,
                  invalid_bonus=0.5):
-        try:
-            self.game = pyspiel.load_game(name)
-        except pyspiel.SpielError as err:
-            raise ValueError(f"game {name!r}: OpenSpiel cannot load it ({err}); shipped games: "
-                             f"{list(SHIPPED_GAMES)}") from None
+        self.game = load_openspiel_game(name)
         kind = self.game.get_type()
         if (self.game.num_players() != 2 or kind.utility != pyspiel.GameType.Utility.ZERO_SUM
                 or kind.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL):
