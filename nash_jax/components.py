@@ -18,25 +18,30 @@ def check_paths(config, builtin_models=(BUILTIN_SYNTHETIC,)):
     `builtin_models`: the recipe's model.path values that name a built-in model, not a directory."""
     model_dir = config.model.path not in builtin_models
     if model_dir:
-        path = Path(config.model.path)
-        if not (path / "config.json").is_file():
-            builtins = " or ".join(builtin_models)
-            raise FileNotFoundError(f"model.path={path}: no config.json there; expected a local "
-                                    f"Hugging Face model directory (config.json + safetensors) or "
-                                    f"{builtins}")
-        hf.config_from_hf(hf.read_config(path), dtype=config.model.dtype,
-                          param_dtype=config.model.param_dtype, source=str(path / "config.json"))
-    tokenizer = ("model.tokenizer", config.model.tokenizer) if config.model.tokenizer else \
-        ("model.path", config.model.path) if model_dir else None
-    if tokenizer and (problem := tokenizer_problem(tokenizer[1])):
-        raise FileNotFoundError(f"{tokenizer[0]}={tokenizer[1]}: {problem}; expected a local tokenizer "
-                                "directory (set model.tokenizer to one if the model's has none)")
+        check_policy_dir(config, builtin_models)
+    if config.model.tokenizer or model_dir:
+        key = "model.tokenizer" if config.model.tokenizer else "model.path"
+        path = config.model.tokenizer or config.model.path
+        if problem := tokenizer_problem(path):
+            raise FileNotFoundError(f"{key}={path}: {problem}; expected a local tokenizer directory "
+                                    "(set model.tokenizer to one if the model's has none)")
     if config.data.path != BUILTIN_SYNTHETIC and not Path(config.data.path).exists():
         raise FileNotFoundError(f"data.path={config.data.path}: does not exist; expected a local prompt "
                                 "file or directory")
     for key, judge in (("judge", config.judge), ("eval.second_judge", config.eval.second_judge)):
         if judge is not None and judge.kind != "synthetic":
             check_judge_path(judge, key)
+
+
+def check_policy_dir(config, builtin_models):
+    """model.path holds a config.json of a supported architecture with consistent sizes."""
+    path = Path(config.model.path)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"model.path={path}: no config.json there; expected a local Hugging "
+                                f"Face model directory (config.json + safetensors) or "
+                                f"{' or '.join(builtin_models)}")
+    hf.config_from_hf(hf.read_config(path), dtype=config.model.dtype,
+                      param_dtype=config.model.param_dtype, source=str(path / "config.json"))
 
 
 def check_judge_path(judge_config, key="judge"):
