@@ -117,18 +117,21 @@ class RaisingArithmetic(answer_sources.ArithmeticTask):
 
 
 def test_two_processes_run_the_game_like_one(whole_run):
-    """Two processes × 4 devices: the same proposals, checks and rewards at every step as one process,
-    and one report."""
+    """Two processes × 4 devices against one process × 8: the same warm start (to 1e-5), the same host
+    decisions at the first step (proposals, checks, rewards drawn from that warm start), every step
+    logged and one report. Later steps are not compared: 2 × 4 devices reduce in another order than
+    1 × 8, and a near-tie token that flips moves the rest of the trajectory (seen on another machine)."""
     tmp, path, _ = whole_run
     codes, logs = run_two_processes(path, tmp / "two")
     assert codes == [0, 0], "\n\n".join(log[-3000:] for log in logs)
+    assert_same_parameters(tmp / "two" / "init" / "policy", tmp / "whole" / "init" / "policy", atol=1e-5)
     ours, theirs = ([m for m in read_metrics(d / "metrics.jsonl") if m["stage"] == "proposer_solver"]
                     for d in (tmp / "whole", tmp / "two"))
-    assert [m["step"] for m in theirs] == [m["step"] for m in ours]
-    for a, b in zip(theirs, ours):  # what the host decides from the samples: the same every step
-        assert set(a) == set(b)
-        for key in {"valid_proposal_rate", "proposer_reward", "trained_rows", "solver_reward"} & set(b):
-            assert a[key] == b[key], (a["step"], key)
+    assert [m["step"] for m in theirs] == [m["step"] for m in ours] == list(range(1, 9))
+    a, b = theirs[0], ours[0]
+    assert set(a) == set(b)
+    for key in {"valid_proposal_rate", "proposer_reward", "trained_rows", "solver_reward"} & set(b):
+        assert a[key] == b[key], key
     assert json.loads((tmp / "two" / "report.json").read_text())["anchors"]["step"] == [0, 4, 8]
 
 
