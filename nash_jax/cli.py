@@ -10,6 +10,10 @@ from pathlib import Path
 
 from nash_jax import __version__
 
+# transformers announces at import that PyTorch is missing, which nash_jax never needs: the command's
+# output is the run's own (an advisory, not a warning; TRANSFORMERS_NO_ADVISORY_WARNINGS=0 brings it back).
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
 
 def _game(args):
     from nash_jax import tabular
@@ -44,13 +48,13 @@ def _judge(args):
 
 def _plan(args):
     from nash_jax import config as config_lib
-    from nash_jax import plan
+    from nash_jax import plan, recipes
 
     config = config_lib.load_config(args.config, args.overrides)
     memory = (config_lib.parse_bytes(args.device_memory, "--device-memory")
               if args.device_memory else None)
     result = plan.plan(config, devices=args.devices, device_memory=memory, shape=args.shape,
-                       compile_step=not args.no_compile)
+                       compile_step=not args.no_compile, **recipes.plan_inputs(config))
     print(plan.to_json(result) if args.json else plan.table(result), flush=True)
     problem = plan.shortfall(result)
     if problem:

@@ -74,23 +74,25 @@ def size_text(n):
 # ---------------------------------------------------------------------------------------------------
 # shapes from the config
 
-def model_config(config, shape=None):
-    """The policy's LlamaConfig: a preset's, the model directory's config.json, or the synthetic
-    task's warm-start model; dtypes and remat from the config's model section."""
+def model_config(config, shape=None, builtin_tokenizer=None):
+    """The policy's LlamaConfig: a preset's, the model directory's config.json, or a built-in task's
+    warm-start model (model.path a built-in name; `builtin_tokenizer` its tokenizer directory, by
+    default the synthetic task's); dtypes and remat from the config's model section."""
     m = config.model
     if shape is not None:
         if shape not in PRESETS:
             raise ValueError(f"--shape {shape!r}; expected one of {sorted(PRESETS)}")
         values, source = PRESETS[shape], f"preset {shape}"
-    elif m.path == BUILTIN_SYNTHETIC:
+    elif m.path == BUILTIN_SYNTHETIC or builtin_tokenizer is not None:
         from nash_jax.models.tokenizer import load_tokenizer
         from nash_jax.tasks import synthetic
         w = config.warm_start
-        values = dict(model_type="llama", vocab_size=len(load_tokenizer(synthetic.TOKENIZER_DIR)),
+        tokenizer = load_tokenizer(builtin_tokenizer or synthetic.TOKENIZER_DIR)
+        values = dict(model_type="llama", vocab_size=len(tokenizer),
                       hidden_size=w.hidden_size, intermediate_size=2 * w.hidden_size,
                       num_hidden_layers=w.num_layers, num_attention_heads=4, num_key_value_heads=2,
                       head_dim=w.hidden_size // 4)  # as recipes.preparation.tiny_llama builds it
-        source = "the synthetic task's warm-start model"
+        source = f"the warm-start model of {m.path}"
     elif (Path(m.path) / "config.json").is_file():
         values, source = hf.read_config(m.path), str(Path(m.path) / "config.json")
     else:
@@ -113,6 +115,23 @@ def mesh_sizes(config, devices):
         raise ValueError(f"mesh {sizes} needs {math.prod(sizes.values())} devices; planning for "
                          f"{devices} (--devices)")
     return sizes
+
+
+@dataclasses.dataclass(frozen=True)
+class StepShape:
+    """What one update of a recipe's training step processes: its objective (train/objectives.py) and
+    hyperparameters, the examples of one update (all micro-batches together) and the tokens of one."""
+    objective: str
+    hyperparameters: dict
+    rows: int
+    length: int
+
+
+def default_step(config):
+    """The offline step of train.batch_size examples of prompt + response (SPPO's, the warm starts')."""
+    objective, hyperparameters = training_objective(config)
+    return StepShape(objective, hyperparameters, config.train.batch_size,
+                     bucket_size(config.data.max_prompt_tokens + config.sampling.max_new_tokens, minimum=8))
 
 
 def training_objective(config):
@@ -181,13 +200,16 @@ def activation_bytes(llama, rows, length, logprob_chunk, tensor=1):
 # ---------------------------------------------------------------------------------------------------
 # the plan
 
-def plan(config, *, devices=None, device_memory=None, shape=None, compile_step=True):
+def plan(config, *, devices=None, device_memory=None, shape=None, compile_step=True, step=None,
+         builtin_tokenizer=None):
     """A dict of what one device holds for the config's training step, and whether it fits.
 
     devices: how many devices the mesh spans (default: this machine's); device_memory: bytes per
     device (default: the config's mesh.device_memory, else what the device reports, else unknown);
-    compile_step: lower and compile the step when this machine has the devices."""
-    llama, source = model_config(config, shape)
+    compile_step: lower and compile the step when this machine has the devices; step: the recipe's
+    StepShape (default: default_step); builtin_tokenizer: see model_config."""
+    llama, source = model_config(config, shape, builtin_tokenizer)
+    step = step or default_step(config)
     devices = devices or jax.device_count()
     sizes = mesh_sizes(config, devices)
     abstract = AbstractMesh(tuple(sizes[a] for a in parallel.MESH_AXES), parallel.MESH_AXES)
@@ -195,13 +217,12 @@ def plan(config, *, devices=None, device_memory=None, shape=None, compile_step=T
     _, state, _ = abstract_train_state(llama, tx, abstract)
 
     t = config.train
-    objective, hyperparameters = training_objective(config)
+    objective, length = step.objective, step.length
     from nash_jax.train import objectives
     token_shape = objectives.get(objective).token_shape
     per_example = math.prod(s for s in token_shape if isinstance(s, int))
-    length = bucket_size(config.data.max_prompt_tokens + config.sampling.max_new_tokens, minimum=8)
     shards = sizes["data"] * sizes["fsdp"]
-    rows = max(1, t.batch_size // (t.micro_batches * shards)) * per_example
+    rows = max(1, step.rows // (t.micro_batches * shards)) * per_example
 
     params = per_device_bytes(state.params)
     grads = params + (sum(math.prod(p.sharding.shard_shape(p.shape)) * 4
@@ -214,7 +235,7 @@ def plan(config, *, devices=None, device_memory=None, shape=None, compile_step=T
         "model": source, "parameters_count": sum(math.prod(p.shape) for p in jax.tree.leaves(state.params)),
         "dtype": llama.dtype, "param_dtype": llama.param_dtype, "remat": llama.remat,
         "optimizer": config.train.optimizer.name, "objective": objective,
-        "mesh": sizes, "devices": devices, "batch_size": t.batch_size,
+        "mesh": sizes, "devices": devices, "batch_size": step.rows,
         "micro_batches": t.micro_batches, "rows_per_device": rows, "length": length,
         "logprob_chunk": t.logprob_chunk,
         **{f"{k}_bytes": v for k, v in terms.items()},
@@ -223,8 +244,7 @@ def plan(config, *, devices=None, device_memory=None, shape=None, compile_step=T
         "compiled": None,
     }
     if compile_step and devices <= jax.device_count():
-        result["compiled"] = compiled_step_memory(llama, config, tx, schedule, sizes, objective,
-                                                  hyperparameters, length)
+        result["compiled"] = compiled_step_memory(llama, config, tx, schedule, sizes, step)
     elif compile_step:
         result["compiled_skipped"] = (f"the mesh spans {devices} devices and this machine has "
                                       f"{jax.device_count()}: analytic figures only")
@@ -277,18 +297,19 @@ def compiled_memory(compiled):
     return out
 
 
-def compiled_step_memory(llama, config, tx, schedule, sizes, objective, hyperparameters, length):
-    """Lower and compile the update step on abstract arrays on a mesh of this machine's devices."""
+def compiled_step_memory(llama, config, tx, schedule, sizes, step):
+    """Lower and compile the update step of `step` (a StepShape) on abstract arrays on a mesh of this
+    machine's devices."""
     from nash_jax.train import make_step
 
     mesh = parallel.make_mesh(sizes["data"], sizes["fsdp"], sizes["tensor"],
                               devices=jax.devices()[:math.prod(sizes.values())])
     model_def, state, shardings = abstract_train_state(llama, tx, mesh)
-    step = make_step(objective, model_def, tx, schedule, shardings, mesh,
-                     micro_batches=config.train.micro_batches,
-                     logprob_chunk=config.train.logprob_chunk, **hyperparameters)
-    batch = abstract_batch(objective, config.train.batch_size, length, mesh)
-    return compiled_memory(step.jitted.lower(state, batch).compile())
+    compiled = make_step(step.objective, model_def, tx, schedule, shardings, mesh,
+                         micro_batches=config.train.micro_batches,
+                         logprob_chunk=config.train.logprob_chunk, **step.hyperparameters)
+    batch = abstract_batch(step.objective, step.rows, step.length, mesh)
+    return compiled_memory(compiled.jitted.lower(state, batch).compile())
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -353,7 +374,7 @@ def to_json(result):
     return json.dumps(result)
 
 
-def check_before_loading(config, mesh):
+def check_before_loading(config, mesh, step=None, builtin_tokenizer=None):
     """Refuse, in seconds, a run whose parameters, optimiser state and gradients alone cannot fit
     the device memory (the config's mesh.device_memory, or what the device reports; on CPU neither
     says, and nothing is checked). The activation estimate only warns: the compiled step decides
@@ -361,7 +382,8 @@ def check_before_loading(config, mesh):
     memory, _ = _device_memory(config, None)
     if memory is None:
         return None
-    result = plan(config, devices=mesh.devices.size, device_memory=memory, compile_step=False)
+    result = plan(config, devices=mesh.devices.size, device_memory=memory, compile_step=False, step=step,
+                  builtin_tokenizer=builtin_tokenizer)
     certain = sum(result[f"{k}_bytes"] for k in ("parameters", "optimizer", "gradients", "update"))
     if certain > memory:
         result = {**result, "activations_bytes": 0, "total_bytes": certain, "fits": False}

@@ -49,6 +49,30 @@ def token_batch(prompt_ids, response_ids, pad_id):
     return {"tokens": tokens, "segment_ids": segment_ids, "loss_mask": loss_mask}
 
 
+def pg_batch(prompt_ids, response_ids, behaviour_logprobs, advantages, pad_id, rows):
+    """The policy-gradient objectives' batch (`pg`, `pg_kl`): token_batch's fields, behaviour_logp
+    [N, T] (log-prob of token t at position t, 0 on the prompt) and advantage [N], padded to `rows`
+    rows with copies of the first whose loss mask, advantage and behaviour log-probs are zero."""
+    batch = token_batch(prompt_ids, response_ids, pad_id)
+    width = batch["tokens"].shape[1]
+    behaviour = np.zeros((len(response_ids), width), np.float32)
+    for i, logprobs in enumerate(behaviour_logprobs):
+        if len(logprobs):  # an empty response leaves its row at 0 (a slice [width:] is empty)
+            behaviour[i, width - len(logprobs):] = logprobs
+    batch["behaviour_logp"] = behaviour
+    batch["advantage"] = np.asarray(advantages, np.float32)
+    pad = rows - len(response_ids)
+    if pad < 0:
+        raise ValueError(f"{len(response_ids)} policy-gradient rows do not fit a batch of {rows}")
+    out = {}
+    for name, value in batch.items():
+        filler = np.repeat(value[:1], pad, axis=0)
+        if name in ("loss_mask", "advantage", "behaviour_logp"):
+            filler = np.zeros_like(filler)
+        out[name] = np.concatenate([value, filler])
+    return out
+
+
 def sequence_logprobs(model, prompt_ids, response_ids, tokenizer, mesh, per_call=64,
                       logprob_chunk=None):
     """[B][K] Σ log π(response | prompt) under `model` (teacher forcing), for K responses per prompt.

@@ -32,10 +32,20 @@ class Recipe:
     check: Callable | None = None  # check(config): relations between fields, before anything starts
     summary: Callable | None = None  # summary(report dict) -> lines `nash-jax run` prints at the end;
     #                                  default: report.summary_lines (the cross-iterate win rates)
-    builtin_models: tuple = (config_lib.BUILTIN_SYNTHETIC,)  # model.path values that name no directory
+    # model.path values that name a built-in model, not a directory: {name: its tokenizer directory}
+    builtin_models: dict = dataclasses.field(default_factory=lambda: {
+        config_lib.BUILTIN_SYNTHETIC: _synthetic_tokenizer()})
+    plan_step: Callable | None = None  # plan_step(config) -> plan.StepShape of one update (what
+    #                                    `nash-jax plan` sizes); default: plan.default_step
     # the report-only eval fields (config.REPORT_ONLY_EVAL_FIELDS) its report reads: `nash-jax rerank`
     # needs best_of_n, `nash-jax average` average_iterates (and the iterate_dirs such a report lists)
     report_options: tuple = config_lib.REPORT_ONLY_EVAL_FIELDS
+
+
+def _synthetic_tokenizer():
+    from nash_jax.tasks import synthetic
+
+    return synthetic.TOKENIZER_DIR
 
 
 RECIPES = {}
@@ -57,6 +67,14 @@ def get(name):
     if name not in RECIPES:
         raise ValueError(f"recipe {name!r} is not one of {sorted(RECIPES)}")
     return RECIPES[name]
+
+
+def plan_inputs(config):
+    """What `plan.plan` and `plan.check_before_loading` need to know of `config`'s recipe: the
+    StepShape of its update and the tokenizer of a built-in model."""
+    recipe = get(config.recipe)
+    return {"step": recipe.plan_step(config) if recipe.plan_step else None,
+            "builtin_tokenizer": recipe.builtin_models.get(config.model.path)}
 
 
 def check_report_option(config, field, what):

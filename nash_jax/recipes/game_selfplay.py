@@ -30,21 +30,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nash_jax import components, parallel, runs
+from nash_jax import components, parallel, rollouts, runs
 from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, PROBABILITY, Range
 from nash_jax.core import advantages as adv
 from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.padding import bucket_size
+from nash_jax.plan import StepShape
 from nash_jax.recipes import Recipe, register
 from nash_jax.recipes import preparation
-from nash_jax.recipes.loop import optimizer_config, train_loop
+from nash_jax.recipes.online import start
 from nash_jax.report import find_cycles
-from nash_jax.rollouts import token_batch
 from nash_jax.sampling import pad_id_of
 from nash_jax.selfplay import game_eval
 from nash_jax.selfplay import games as games_lib
 from nash_jax.selfplay.episodes import Role, group_ids
-from nash_jax.train import init_train_state, make_optimizer, make_step
 
 STAGE = "game_selfplay"
 EVAL_STAGE = "game_selfplay_eval"
@@ -154,26 +153,12 @@ def turn_rows(trajectories, advantages, *, gamma, drop_zero):
 
 
 def pg_batch(rows, pad_id, shards):
-    """The `pg` batch of turn rows, padded (with masked copies of the first row) to a bucketed size:
-    tokens, segment_ids, loss_mask, behaviour_logp [N, T] (log-prob of token t at position t, 0 on the
-    prompt) and advantage [N]."""
-    turns = [t for t, _ in rows]
-    batch = token_batch([t.move.prompt_ids for t in turns], [t.move.tokens for t in turns], pad_id)
-    width = batch["tokens"].shape[1]
-    behaviour = np.zeros((len(turns), width), np.float32)
-    for i, t in enumerate(turns):
-        behaviour[i, width - len(t.move.logprobs):] = t.move.logprobs
-    batch["behaviour_logp"] = behaviour
-    batch["advantage"] = np.array([a for _, a in rows], np.float32)
-    n = bucket_size(len(rows), multiple_of=shards)
-    pad = n - len(rows)
-    out = {}
-    for name, value in batch.items():
-        filler = np.repeat(value[:1], pad, axis=0)
-        if name in ("loss_mask", "advantage", "behaviour_logp"):
-            filler = np.zeros_like(filler)
-        out[name] = np.concatenate([value, filler])
-    return out
+    """The `pg` batch of turn rows [(turn, advantage)], padded to a bucketed size that divides over
+    `shards` (rollouts.pg_batch)."""
+    moves = [t.move for t, _ in rows]
+    return rollouts.pg_batch([m.prompt_ids for m in moves], [m.tokens for m in moves],
+                             [m.logprobs for m in moves], [a for _, a in rows], pad_id,
+                             bucket_size(len(rows), multiple_of=shards))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -262,13 +247,11 @@ def exact_metrics(evaluators, model, mesh, pad_id):
 def train(config, run, text_games, tokenizer, evaluators, mesh):
     g = config.game_selfplay
     pad_id = pad_id_of(tokenizer)
-    initial = components.load_policy(initial_dir(config, run), config, mesh)
-    tx, schedule = make_optimizer(optimizer_config(config, g.steps * g.epochs))
-    model_def, state, shardings = init_train_state(initial, tx, mesh=mesh, seed=config.seed)
-    step_fn = make_step("pg", model_def, tx, schedule, shardings, mesh,
-                        micro_batches=config.train.micro_batches, clip_low=g.clip_low,
-                        clip_high=g.clip_high, aggregation=g.aggregation,
-                        max_len=config.sampling.max_new_tokens)
+    step = plan_step(config, text_games)
+    online = start(config, run, mesh, initial_dir=initial_dir(config, run),
+                   tokenizer_dir=tokenizer_dir(config, run), objective=step.objective,
+                   total_steps=g.steps * g.epochs, **step.hyperparameters)
+    model_def, step_fn = online.model_def, online.step_fn
     game_index = {t.name: i for i, t in enumerate(text_games)}
     shards = parallel.data_shards(mesh) * config.train.micro_batches
     per_snapshot = g.steps // g.snapshots
@@ -300,13 +283,11 @@ def train(config, run, text_games, tokenizer, evaluators, mesh):
                       for t in text_games for s in (0, 1)}}
         if (step + 1) % per_snapshot == 0:
             k = (step + 1) // per_snapshot - 1
-            components.export_policy(model_def.merge(state.params), run / f"iter_{k}" / "policy",
-                                     tokenizer_dir(config, run))
+            online.export(state.params, run / f"iter_{k}" / "policy")
         return state, {"baselines": baselines}, metrics
 
-    state, _ = train_loop(run, STAGE, state=state, total=g.steps, work=work,
-                          extra={"baselines": np.zeros(2 * len(text_games), np.float32)},
-                          checkpoint_every=config.train.checkpoint_every)
+    state, _ = online.loop(STAGE, total=g.steps, work=work,
+                           extra={"baselines": np.zeros(2 * len(text_games), np.float32)})
     evaluate(g.steps, state.params)
 
 
@@ -502,6 +483,18 @@ def markdown(report, plots):
     return "\n".join(lines)
 
 
+def plan_step(config, text_games=None):
+    """One update at its largest: every turn of games_per_step games of each game played to max_turns
+    (the batch is the kept turns, bucketed)."""
+    g = config.game_selfplay
+    turns = sum(g.games_per_step * t.max_turns for t in text_games or make_games(config))
+    return StepShape("pg", dict(clip_low=g.clip_low, clip_high=g.clip_high, aggregation=g.aggregation,
+                                max_len=config.sampling.max_new_tokens),
+                     bucket_size(turns),
+                     bucket_size(config.data.max_prompt_tokens + config.sampling.max_new_tokens, minimum=8))
+
+
 register(Recipe(name="game_selfplay", run=run_game_selfplay, section="game_selfplay",
                 section_type=GameSelfPlayConfig, check=check, summary=summary,
-                builtin_models=(BUILTIN_GAME,), report_options=()))
+                builtin_models={BUILTIN_GAME: games_lib.TOKENIZER_DIR}, report_options=(),
+                plan_step=plan_step))

@@ -16,18 +16,19 @@ steps.
 
 from dataclasses import dataclass
 
-import jax
 import numpy as np
 
 from nash_jax import components, data, report, runs
 from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, PROBABILITY
+from nash_jax.padding import bucket_size
+from nash_jax.plan import StepShape
 from nash_jax.recipes import Recipe, register
-from nash_jax.recipes.loop import optimizer_config, train_loop
+from nash_jax.recipes.online import copy, sampling_settings, start
 from nash_jax.recipes.preparation import prepare
 from nash_jax.rollouts import token_batch
-from nash_jax.sampling import eos_ids_of, generate, mixture_generate, pad_id_of
+from nash_jax.sampling import generate, mixture_generate, pad_id_of
 from nash_jax.tasks import synthetic_eval
-from nash_jax.train import init_train_state, make_logprobs, make_optimizer, make_step
+from nash_jax.train import make_logprobs
 
 STAGE = "nash_md"
 EVAL_STAGE = "nash_md_eval"  # metrics.jsonl records keep one (stage, step) each
@@ -85,20 +86,15 @@ def train(config, run, splits, tokenizer, judge, mesh):
                                                too_long="truncate_left")
     exact = synthetic_eval.policy_metrics(config, tokenizer, mesh)
 
-    initial = components.load_policy(components.initial_policy_dir(config, run), config, mesh)
-    tx, schedule = make_optimizer(optimizer_config(config, n.steps))
-    model_def, state, shardings = init_train_state(initial, tx, mesh=mesh, seed=config.seed)
-    step_fn = make_step("nash_md_pg", model_def, tx, schedule, shardings, mesh, tau=n.tau,
-                        micro_batches=config.train.micro_batches,
-                        logprob_chunk=config.train.logprob_chunk)
+    online = start(config, run, mesh, initial_dir=components.initial_policy_dir(config, run),
+                   tokenizer_dir=components.tokenizer_source(config, run), objective="nash_md_pg",
+                   total_steps=n.steps, tau=n.tau)
+    initial, model_def = online.initial, online.model_def
     logprobs = make_logprobs(model_def, mesh, logprob_chunk=config.train.logprob_chunk)
     epochs = -(-n.steps * n.prompts_per_step // len(ids))
     batches = iter(data.batches(list(zip(texts, ids)), n.prompts_per_step, epochs=epochs,
                                 seed=runs.stage_seed(config.seed, 0, "train"), drop_remainder=True))
-    s = config.sampling
-    sampling = dict(max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
-                    top_k=s.top_k, eos_token_ids=eos_ids_of(tokenizer), mesh=mesh,
-                    pad_id=pad_id_of(tokenizer))
+    sampling = dict(sampling_settings(config, tokenizer, mesh), max_new_tokens=config.sampling.max_new_tokens)
     per_snapshot = n.steps // n.snapshots
 
     def evaluate(step, params):
@@ -128,28 +124,27 @@ def train(config, run, splits, tokenizer, judge, mesh):
         batch["ref_logp"] = np.asarray(logprobs.jitted(reference, logprobs.place_global(batch)),
                                        np.float32)
         batch["pref"] = pref.astype(np.float32)
-        state, metrics = step_fn.jitted(state, step_fn.place_global(batch))
+        state, metrics = online.step_fn.jitted(state, online.step_fn.place_global(batch))
         metrics = {**metrics, "pref_mean": float(pref.mean()),
                    "length_mean": float(np.mean([len(y) for y in y_ids]))}
         if n.refresh_every and (step + 1) % n.refresh_every == 0:
-            reference = _copy(state.params)
+            reference = copy(state.params)
         if (step + 1) % per_snapshot == 0:
             k = (step + 1) // per_snapshot - 1
-            components.export_policy(model_def.merge(state.params), run / f"iter_{k}" / "policy",
-                                     components.tokenizer_source(config, run))
+            online.export(state.params, run / f"iter_{k}" / "policy")
         return state, {"reference": reference}, metrics
 
-    state, _ = train_loop(run, STAGE, state=state, total=n.steps, work=work, batches=batches,
-                          extra={"reference": _copy(state.params)},
-                          checkpoint_every=config.train.checkpoint_every,
-                          max_skipped_fraction=config.train.max_skipped_fraction)
+    state, _ = online.loop(STAGE, total=n.steps, work=work, batches=batches,
+                           extra={"reference": copy(online.state.params)})
     evaluate(n.steps, state.params)
 
 
-def _copy(params):
-    """A copy of parameters that outlives them (the train state is donated to each step)."""
-    return jax.tree.map(lambda x: x.copy(), params)
+def plan_step(config):
+    """One update: prompts_per_step responses of π_θ with their judged preferences."""
+    n = config.nash_md
+    return StepShape("nash_md_pg", {"tau": n.tau}, n.prompts_per_step,
+                     bucket_size(config.data.max_prompt_tokens + config.sampling.max_new_tokens, minimum=8))
 
 
 register(Recipe(name="nash_md", run=run_nash_md, section="nash_md", section_type=NashMDConfig,
-                check=check))
+                check=check, plan_step=plan_step))

@@ -4,7 +4,7 @@ and, on the synthetic task, the initial policy π_0 warm-started by a short supe
 import numpy as np
 from flax import nnx
 
-from nash_jax import components, plan
+from nash_jax import components, plan, recipes
 from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.models.llama import Llama, LlamaConfig
 from nash_jax.rollouts import token_batch
@@ -21,7 +21,7 @@ def prepare(config, run, *, batch_sizes, prompt_blocks=1):
     batch_sizes: {config key: examples per step} that must divide over the mesh; prompt_blocks: how
     many disjoint training blocks the prompts are split into (besides the held-out ones)."""
     mesh = components.make_mesh(config, batch_sizes)
-    plan.check_before_loading(config, mesh)  # a run that cannot fit stops here, in seconds
+    plan.check_before_loading(config, mesh, **recipes.plan_inputs(config))  # stops here, in seconds
     tokenizer = components.load_policy_tokenizer(config, run)
     splits = components.prompt_splits(config, run, prompt_blocks)
     judge = components.make_judge(config.judge, mesh)

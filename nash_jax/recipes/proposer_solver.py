@@ -44,16 +44,17 @@ from nash_jax.config import (AT_LEAST_1, BUILTIN_SYNTHETIC, NON_NEGATIVE, POSITI
                              Range)
 from nash_jax.core import advantages as adv
 from nash_jax.models.tokenizer import load_tokenizer
+from nash_jax.padding import bucket_size
+from nash_jax.plan import StepShape
 from nash_jax.recipes import Recipe, register
 from nash_jax.recipes import preparation
-from nash_jax.recipes.loop import optimizer_config, train_loop
-from nash_jax.rollouts import token_batch
-from nash_jax.sampling import eos_ids_of, generate, pad_id_of
+from nash_jax.recipes.online import copy, sampling_settings, start
+from nash_jax.rollouts import pg_batch
+from nash_jax.sampling import generate, pad_id_of
 from nash_jax.selfplay import answer_sources, arithmetic, documents, vocabulary
 from nash_jax.selfplay.diversity import bleu_clusters, distinct_n, repetition_penalty
 from nash_jax.selfplay.episodes import (EpisodeAssembler, Role, Rollout, check_role_purity,
                                         comparison_key, group_ids, pack_episodes)
-from nash_jax.train import init_train_state, make_optimizer, make_step
 from nash_jax.train.steps import token_logprobs
 
 STAGE = "proposer_solver"
@@ -232,9 +233,7 @@ class Game:
         self.config, self.tokenizer, self.mesh, self.source = config, tokenizer, mesh, source
         self.ps = config.proposer_solver
         self.kind = answer_sources.TASKS[self.ps.task.name].kind
-        s = config.sampling
-        self.sampling = dict(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
-                             eos_token_ids=eos_ids_of(tokenizer), pad_id=pad_id_of(tokenizer), mesh=mesh)
+        self.sampling = sampling_settings(config, tokenizer, mesh)
 
     def encode(self, texts, where):
         ids, _, _ = data.encode_prompts(self.tokenizer, texts, max_tokens=self.config.data.max_prompt_tokens,
@@ -319,15 +318,12 @@ def heldout_texts(task):
 
 def train(config, run, task, game, snapshots):
     ps, a = config.proposer_solver, config.proposer_solver.anchors
-    initial = components.load_policy(components.initial_policy_dir(config, run), config, game.mesh)
-    tx, schedule = make_optimizer(optimizer_config(config, ps.steps))
-    model_def, state, shardings = init_train_state(initial, tx, mesh=game.mesh, seed=config.seed)
-    kl = {"kl_coef": ps.kl_coef} if ps.kl_coef > 0 else {}
-    step_fn = make_step("pg_kl" if kl else "pg", model_def, tx, schedule, shardings, game.mesh,
-                        micro_batches=config.train.micro_batches, clip_low=ps.clip_low,
-                        clip_high=ps.clip_high, aggregation=ps.aggregation,
-                        max_len=max(ps.proposer_max_tokens, ps.solver_max_tokens), **kl)
-    reference = reference_logprobs(model_def, _copy(state.params)) if kl else None
+    step = plan_step(config)
+    online = start(config, run, game.mesh, initial_dir=components.initial_policy_dir(config, run),
+                   tokenizer_dir=tokenizer_dir(config, run), objective=step.objective,
+                   total_steps=ps.steps, **step.hyperparameters)
+    model_def, step_fn = online.model_def, online.step_fn
+    reference = reference_logprobs(model_def, copy(online.state.params)) if ps.kl_coef > 0 else None
     held = heldout_texts(task)
     pad_id = pad_id_of(game.tokenizer)
     capacity = rows_per_step(ps)
@@ -347,7 +343,7 @@ def train(config, run, task, game, snapshots):
             proposer_phase = (step // ps.phase_steps) % 2 == 0
             solver_phase = not proposer_phase
             if proposer_phase and step % ps.phase_steps == 0:
-                extra = {**extra, "frozen_solver": _copy(state.params)}
+                extra = {**extra, "frozen_solver": copy(state.params)}
         policy = model_def.merge(state.params)
         solver = model_def.merge(extra["frozen_solver"]) if ps.schedule == "alternating" and \
             proposer_phase else policy
@@ -370,16 +366,14 @@ def train(config, run, task, game, snapshots):
         metrics.update(info, phase=float(solver_phase and not proposer_phase))
         metrics = _defined(metrics)
         if (step + 1) % per_snapshot == 0:
-            components.export_policy(model_def.merge(state.params), snapshots[(step + 1) // per_snapshot - 1],
-                                     tokenizer_dir(config, run))
+            online.export(state.params, snapshots[(step + 1) // per_snapshot - 1])
         return state, extra, metrics
 
     extra = {"archive": jnp.zeros((a.archive_size, EMBED_DIM), jnp.float32),
              "archive_count": jnp.int32(0)}
     if ps.schedule == "alternating":
-        extra["frozen_solver"] = _copy(state.params)
-    state, extra = train_loop(run, STAGE, state=state, total=ps.steps, work=work, extra=extra,
-                              checkpoint_every=config.train.checkpoint_every)
+        extra["frozen_solver"] = copy(online.state.params)
+    state, extra = online.loop(STAGE, total=ps.steps, work=work, extra=extra)
     anchors(ps.steps, state.params, extra)
 
 
@@ -401,11 +395,6 @@ def _defined(metrics):
     """The metrics that have a value (a figure over no item, such as p̂ with no valid proposal, is NaN
     and is left out of the logs)."""
     return {k: v for k, v in metrics.items() if not (isinstance(v, float) and np.isnan(v))}
-
-
-def _copy(params):
-    """A copy of parameters that outlives them (the train state is donated to each step)."""
-    return jax.tree.map(lambda x: x.copy(), params)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -554,25 +543,9 @@ def round_metrics(ps, rnd, rollouts=None, roles=None, groups=None, rewards=None)
 
 
 def learner_batch(rows, pad_id, capacity):
-    """The pg batch of [(prompt ids, rollout, advantage)]: tokens, segment_ids, loss_mask,
-    behaviour_logp [N, T] (log-prob of token t at position t, 0 on the prompt and padding) and
-    advantage [N], padded to `capacity` rows with masked copies of the first."""
-    prompts = [p for p, _, _ in rows]
-    responses = [r.tokens.tolist() for _, r, _ in rows]
-    batch = token_batch(prompts, responses, pad_id)
-    width = batch["tokens"].shape[1]
-    behaviour = np.zeros((len(rows), width), np.float32)
-    for i, (_, r, _) in enumerate(rows):
-        if len(r.tokens):
-            behaviour[i, width - len(r.tokens):] = r.logprobs
-    batch["behaviour_logp"] = behaviour
-    batch["advantage"] = np.array([a for _, _, a in rows], np.float32)
-    pad = capacity - len(rows)
-    if pad:
-        batch = {k: np.concatenate([v, np.repeat(v[:1], pad, axis=0)]) for k, v in batch.items()}
-        batch["loss_mask"][len(rows):] = False
-        batch["advantage"][len(rows):] = 0.0
-    return batch
+    """The pg batch of [(prompt ids, rollout, advantage)], padded to `capacity` rows (rollouts.pg_batch)."""
+    return pg_batch([p for p, _, _ in rows], [r.tokens.tolist() for _, r, _ in rows],
+                    [r.logprobs for _, r, _ in rows], [a for _, _, a in rows], pad_id, capacity)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -811,6 +784,18 @@ def summary_lines(report):
     return lines
 
 
+def plan_step(config):
+    """One update: every rollout of a step (rows_per_step), with a k3 KL to π_0 when kl_coef > 0."""
+    ps = config.proposer_solver
+    kl = {"kl_coef": ps.kl_coef} if ps.kl_coef > 0 else {}
+    longest = max(ps.proposer_max_tokens, ps.solver_max_tokens)
+    return StepShape("pg_kl" if kl else "pg",
+                     dict(clip_low=ps.clip_low, clip_high=ps.clip_high, aggregation=ps.aggregation,
+                          max_len=longest, **kl),
+                     rows_per_step(ps), bucket_size(config.data.max_prompt_tokens + longest, minimum=8))
+
+
 register(Recipe(name="proposer_solver", run=run_proposer_solver, section="proposer_solver",
                 section_type=ProposerSolverConfig, check=check, summary=summary_lines,
-                report_options=()))
+                report_options=(), builtin_models={BUILTIN_SYNTHETIC: vocabulary.TOKENIZER_DIR},
+                plan_step=plan_step))

@@ -1,0 +1,70 @@
+"""The online-training layer every online recipe builds on (Nash-MD, proposer–solver, game self-play).
+
+What these recipes set up alike lives here once, so that a `train.*` field means the same in each:
+π_θ loaded from its initial directory, the optimiser over the recipe's steps, the train state, the one
+compiled step (with `train.micro_batches` and `train.logprob_chunk`), the sampling settings, parameter
+copies that outlive the donated state, snapshot export, and the resumable loop (with
+`train.checkpoint_every` and `train.max_skipped_fraction`). A recipe keeps only what is its own: what
+one step samples, scores and trains on.
+"""
+
+from dataclasses import dataclass
+
+import jax
+
+from nash_jax import components, plan, recipes
+from nash_jax.recipes.loop import optimizer_config, train_loop
+from nash_jax.sampling import eos_ids_of, pad_id_of
+from nash_jax.train import init_train_state, make_optimizer, make_step
+
+
+@dataclass
+class OnlineTraining:
+    config: object  # the run config
+    run: object  # the RunDir
+    mesh: object
+    initial: object  # π_0 as a module (lends its structure to the sampler, which takes params apart)
+    model_def: object  # nnx graph definition: merge(params) is the policy
+    state: object  # TrainState; donated to each step, so keep copies with `copy`
+    step_fn: object  # the compiled step (train/steps.py:Step)
+    tokenizer_dir: object  # tokenizer files written beside every exported snapshot
+
+    def policy(self, params):
+        return self.model_def.merge(params)
+
+    def export(self, params, directory):
+        """Write the policy with `params` as a Hugging Face directory (a snapshot)."""
+        components.export_policy(self.model_def.merge(params), directory, self.tokenizer_dir)
+
+    def loop(self, stage, *, total, work, **kwargs):
+        """train_loop over this state with the run's checkpointing and skip limit; → (state, extra)."""
+        t = self.config.train
+        return train_loop(self.run, stage, state=self.state, total=total, work=work,
+                          checkpoint_every=t.checkpoint_every, max_skipped_fraction=t.max_skipped_fraction,
+                          **kwargs)
+
+
+def start(config, run, mesh, *, initial_dir, tokenizer_dir, objective, total_steps, **hyperparameters):
+    """Load π_0 from `initial_dir` and build the train state and the step of `objective` (its
+    hyperparameters as keywords) with an optimiser scheduled over `total_steps` updates. A run whose
+    state cannot fit the devices stops before any weights are read (plan.check_before_loading)."""
+    plan.check_before_loading(config, mesh, **recipes.plan_inputs(config))
+    initial = components.load_policy(initial_dir, config, mesh)
+    tx, schedule = make_optimizer(optimizer_config(config, total_steps))
+    model_def, state, shardings = init_train_state(initial, tx, mesh=mesh, seed=config.seed)
+    step_fn = make_step(objective, model_def, tx, schedule, shardings, mesh,
+                        micro_batches=config.train.micro_batches,
+                        logprob_chunk=config.train.logprob_chunk, **hyperparameters)
+    return OnlineTraining(config, run, mesh, initial, model_def, state, step_fn, tokenizer_dir)
+
+
+def sampling_settings(config, tokenizer, mesh):
+    """The generate() keywords of the run's `sampling` section (max_new_tokens aside: roles differ)."""
+    s = config.sampling
+    return dict(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
+                eos_token_ids=eos_ids_of(tokenizer), pad_id=pad_id_of(tokenizer), mesh=mesh)
+
+
+def copy(params):
+    """A copy of parameters that outlives them (the train state is donated to each step)."""
+    return jax.tree.map(lambda x: x.copy(), params)

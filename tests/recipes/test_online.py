@@ -1,0 +1,66 @@
+"""Every online recipe trains through the shared online layer (recipes/online.py), so that each
+`train.*` field reaches its step and its loop: the layer's step factory and loop are replaced by spies
+that record what they were given and stop the run before its first online step (the warm start's fit
+is skipped too: π_0 is the freshly initialised model, which is all the set-up needs)."""
+
+import pytest
+
+from nash_jax import plan, recipes
+from nash_jax.config import load_config
+from nash_jax.recipes import online, preparation
+from tests.recipes import test_game_selfplay_recipe, test_proposer_solver_recipe
+from tests.recipes.conftest import CONFIGS, small_config
+
+# Values no recipe uses by default, each of which a recipe that bypassed the layer would lose.
+FIELDS = ["train.micro_batches=2", "train.logprob_chunk=8", "train.max_skipped_fraction=0.25"]
+
+
+class Stopped(Exception):
+    pass
+
+
+def configs(tmp_path):
+    return {
+        "nash_md": small_config(tmp_path, base="nash_md_demo", name="nmd", nash_md={"prompts_per_step": 16}),
+        "proposer_solver": test_proposer_solver_recipe.tiny_config(tmp_path),
+        "game_selfplay": test_game_selfplay_recipe.tiny_config(tmp_path),
+    }
+
+
+@pytest.mark.parametrize("recipe", ["nash_md", "proposer_solver", "game_selfplay"])
+def test_every_online_recipe_honours_the_train_fields(recipe, tmp_path, monkeypatch):
+    seen = {}
+
+    def make_step(objective, *args, micro_batches, logprob_chunk, **hyperparameters):
+        seen.update(objective=objective, hyperparameters=hyperparameters, micro_batches=micro_batches,
+                    logprob_chunk=logprob_chunk)
+        return object()  # never called: the loop stops first
+
+    def train_loop(run, stage, *, max_skipped_fraction, checkpoint_every, **kwargs):
+        seen.update(max_skipped_fraction=max_skipped_fraction, checkpoint_every=checkpoint_every)
+        raise Stopped
+
+    monkeypatch.setattr(preparation, "fit_rows", lambda run, stage, model, rows, **kwargs: model)
+    monkeypatch.setattr(online, "make_step", make_step)
+    monkeypatch.setattr(online, "train_loop", train_loop)
+    config = load_config(configs(tmp_path)[recipe], [f"run_dir={tmp_path / 'run'}", *FIELDS,
+                                                     "train.checkpoint_every=3"])
+    assert config.recipe == recipe
+    with pytest.raises(Stopped):
+        recipes.run(config)
+    planned = recipes.plan_inputs(config)["step"]  # what `nash-jax plan` sizes is the step that runs
+    assert seen == {"objective": planned.objective, "hyperparameters": planned.hyperparameters,
+                    "micro_batches": 2, "logprob_chunk": 8, "max_skipped_fraction": 0.25,
+                    "checkpoint_every": 3}, seen
+
+
+@pytest.mark.parametrize("name, objective, rows", [
+    ("demo", "sppo", 32), ("nash_md_demo", "nash_md_pg", 32), ("kuhn_demo", "pg", 256),
+    ("proposer_solver_demo", "pg_kl", 80), ("proposer_solver_document", "pg", 80)])
+def test_plan_sizes_each_shipped_recipes_own_step(name, objective, rows):
+    """`nash-jax plan` on every shipped demo: its recipe's objective and rows per update, built-in
+    models included (the Kuhn demo's is the games tokenizer's; 64 games × 3 turns at most = 192, bucketed to 256)."""
+    config = load_config(CONFIGS / f"{name}.yaml")
+    result = plan.plan(config, devices=1, compile_step=False, **recipes.plan_inputs(config))
+    assert (result["objective"], result["batch_size"]) == (objective, rows), result
+    assert result["parameters_count"] > 0 and "builtin:" in result["model"]
