@@ -61,10 +61,24 @@ def load_prompt_texts(path, column="prompt", split="train"):
     return texts
 
 
+def quietly(load):
+    """load() with datasets' progress bars off: reading a local file is no download to watch, and the
+    command's output is the run's own."""
+    import datasets
+
+    was_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        return load()
+    finally:
+        if was_enabled:
+            datasets.enable_progress_bars()
+
+
 def _read(path, load):
     """load(), with whatever datasets or pyarrow raise for a bad file said as one ValueError."""
     try:
-        return load()
+        return quietly(load)
     except Exception as err:  # noqa: BLE001  (many kinds, from several libraries)
         cause = err.__cause__ or err
         if "corresponds to no data" in str(cause):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nash_jax.data import quietly
 from nash_jax.files import reading_text
 
 NAMES = ("alder", "bell", "corin", "dunmore", "elsby", "fenwick", "garth", "holm", "ivel", "jarrow",
@@ -73,7 +74,7 @@ def load_corpus(path, column="text"):
     from datasets import load_dataset
 
     path = Path(path)
-    ds = load_dataset(check_corpus_file(path, column), data_files=str(path), split="train")
+    ds = quietly(lambda: load_dataset(check_corpus_file(path, column), data_files=str(path), split="train"))
     if column not in ds.column_names:
         raise ValueError(f"document corpus {path} has columns {ds.column_names}; expected {column!r}")
     with reading_text(path):  # arrow decodes the strings only here

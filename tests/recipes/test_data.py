@@ -84,3 +84,13 @@ def test_grain_batches_resume_exactly_from_a_saved_state():
     assert list(resumed) == rest
     assert len(first) + len(rest) == data.num_batches(23, 4, epochs=2, drop_remainder=True) == 11
     assert sorted(sum(first + rest, []))[:8] == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_reading_prompts_draws_no_progress_bar_and_leaves_the_setting_as_it_was(tmp_path, capfd):
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(f'{{"prompt": "p{i}"}}\n' for i in range(3)))
+    assert datasets.is_progress_bar_enabled()
+    assert data.load_prompt_texts(path) == ["p0", "p1", "p2"]
+    captured = capfd.readouterr()
+    assert "Generating" not in captured.err + captured.out, captured.err
+    assert datasets.is_progress_bar_enabled()
