@@ -171,7 +171,7 @@ def _average(args):
     run = RunDir(run_dir)
     run.acquire()  # it writes into the run directory: not beside a live run
     try:
-        average_policies(paths, out, mesh=mesh, dtype=config.model.dtype,
+        average_policies(paths, out, mesh=mesh, dtype=config.model.dtype, in_run=not args.out,
                          param_dtype=config.model.param_dtype,
                          tokenizer_dir=components.tokenizer_source(config, run_dir))
     finally:

@@ -18,9 +18,16 @@ TEMPORARY_INFIX = ".nash-jax-"
 _OWN_TEMPORARY = re.compile(r"\..+" + re.escape(TEMPORARY_INFIX) + r"[A-Za-z0-9_-]+\.tmp")
 
 
-def is_own_temporary(name):
-    """Whether a file name is one of this module's temporaries."""
-    return _OWN_TEMPORARY.fullmatch(name) is not None
+# What an earlier version named its temporaries (tempfile's 8 random characters, no marker): swept only
+# inside a run directory nash_jax made, where nothing else writes.
+_EARLIER_TEMPORARY = re.compile(r"\..+\.(old\.)?[a-z0-9_]{8}\.tmp")
+
+
+def is_own_temporary(name, *, in_run=False):
+    """Whether a file name is one of this module's temporaries; in_run: inside a run directory of
+    nash_jax's, where an earlier version's unmarked names count too."""
+    return _OWN_TEMPORARY.fullmatch(name) is not None or (
+        in_run and _EARLIER_TEMPORARY.fullmatch(name) is not None)
 
 
 def _temporary_prefix(path, kind=""):
@@ -107,17 +114,23 @@ def check_output(path, flag, *, overwrite=False, written=written_dir, directory=
                          "replace it, or choose a new path")
 
 
+def _in_run_dir(path):
+    return path.is_dir() and not path.is_symlink()
+
+
 def _empty_dir(path):
     return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
 
 
-def write_dir_atomically(path, write):
+def write_dir_atomically(path, write, *, in_run=False):
     """Call write(tmp_dir) on a fresh directory beside `path`, mark it as nash_jax's (DIR_MARKER), then
     swap it into place (on every process that calls it: multi-process callers call it on process 0
     only). `path` must be new, an empty directory, or a directory this function wrote: anything else
-    is refused (ValueError) before anything is written."""
+    is refused (ValueError) before anything is written. in_run: `path` is an artifact inside a run
+    directory whose lock the caller holds, which proves the directory is nash_jax's even without the
+    marker (an earlier version wrote none), so it is replaced too."""
     path = Path(path)
-    check_output(path, "output", overwrite=True)
+    check_output(path, "output", overwrite=True, written=_in_run_dir if in_run else written_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp"))
     try:
@@ -131,7 +144,7 @@ def write_dir_atomically(path, write):
     # between leaves a stale temporary (removed on resumption), never a half-deleted directory. An
     # empty directory is renamed over (rename(2) refuses one that has filled up meanwhile).
     old = None
-    if written_dir(path):
+    if written_dir(path) or (in_run and _in_run_dir(path)):
         old = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temporary_prefix(path, "old-"),
                                     suffix=".tmp"))
         os.replace(path, old / path.name)

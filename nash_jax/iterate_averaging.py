@@ -37,10 +37,11 @@ def check_same_architecture(dirs):
                              + "; expected iterates of one model")
 
 
-def average_policies(dirs, out, *, mesh=None, dtype="float32", param_dtype=None, tokenizer_dir=None):
+def average_policies(dirs, out, *, mesh=None, dtype="float32", param_dtype=None, tokenizer_dir=None,
+                     in_run=True):
     """Write the parameter average of the HF directories `dirs` to `out` (whole, or not at all); the
     sum is kept in fp32 and the average stored in the iterates' parameter dtype. Loads one iterate at
-    a time (two models' worth of memory). Returns `out`."""
+    a time (two models' worth of memory). Returns `out`. in_run: see components.export_policy."""
     dirs = [Path(d) for d in dirs]
     check_same_architecture(dirs)
     total = model = None
@@ -51,5 +52,5 @@ def average_policies(dirs, out, *, mesh=None, dtype="float32", param_dtype=None,
         total = as_f32 if total is None else jax.tree.map(jnp.add, total, as_f32)
     average = jax.tree.map(lambda t, p: (t / len(dirs)).astype(p.dtype), total, params)
     nnx.update(model, average)
-    components.export_policy(model, out, tokenizer_dir=tokenizer_dir or dirs[-1])
+    components.export_policy(model, out, tokenizer_dir=tokenizer_dir or dirs[-1], in_run=in_run)
     return Path(out)

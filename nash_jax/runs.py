@@ -28,13 +28,14 @@ CRASH_ENV = "NASH_JAX_CRASH_AT"  # fault injection for the resume tests: the nam
 
 
 def remove_stale_temporaries(root):
-    """Delete the temporaries that interrupted writes of nash_jax left under `root` (names of
-    files.is_own_temporary's shape only: another program's `.x.tmp` stays); returns how many. Walks
+    """Delete the temporaries that interrupted writes of nash_jax left under `root`, a run directory
+    of nash_jax's (names of files.is_own_temporary's shapes only: another program's `.x.tmp` stays);
+    returns how many. Walks
     `root` without following symbolic links, and a link is removed as a link, never through it. Call
     only while holding the run directory's lock (no writer is live)."""
     stale = []
     for folder, dirs, files in os.walk(root, followlinks=False):
-        found = [name for name in dirs + files if is_own_temporary(name)]
+        found = [name for name in dirs + files if is_own_temporary(name, in_run=True)]
         stale += [Path(folder) / name for name in found]
         dirs[:] = [d for d in dirs if d not in found]  # a stale folder goes whole: no need to look in
     for p in stale:
@@ -234,12 +235,25 @@ class RunDir:
         if self.manifest_path.is_file():
             return False
         entries = sorted(p.name for p in self.path.iterdir() if p.name != ".lock")
-        if not entries:
+        if not entries or self._started_by_an_earlier_version():
             return True
         shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
         raise ValueError(f"run directory {self.path} holds files ({shown}) but no manifest.json, so "
                          "nash_jax did not make it; refusing to write into it. Choose a new or empty "
                          "run_dir=PATH")
+
+    def _started_by_an_earlier_version(self):
+        """An earlier version wrote the manifest only with the first finished stage: a run killed
+        before it left its lock and the resolved config.yaml (a mapping naming the recipe, the model
+        and this run_dir) with no manifest. Such a directory is nash_jax's too."""
+        config = self.path / "config.yaml"
+        if not ((self.path / ".lock").is_file() and config.is_file()):
+            return False
+        try:
+            values = yaml.safe_load(config.read_text())
+        except (yaml.YAMLError, UnicodeDecodeError):
+            return False
+        return isinstance(values, dict) and {"recipe", "model", "run_dir"} <= set(values)
 
     def started(self):
         """Whether any work of this run survives: a finished stage or a checkpoint."""

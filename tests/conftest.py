@@ -3,8 +3,6 @@ every sharding test can build a real multi-device mesh on one CPU."""
 
 import os
 
-import pytest
-
 os.environ["XLA_FLAGS"] = " ".join(
     flag for flag in os.environ.get("XLA_FLAGS", "").split()
     if not flag.startswith("--xla_force_host_platform_device_count")
@@ -12,10 +10,13 @@ os.environ["XLA_FLAGS"] = " ".join(
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # One persistent compilation cache for the session, shared with the recipe tests' subprocesses (they
 # inherit the environment): a killed-and-rerun recipe then compiles its programs once, not per launch.
-if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+# Under pytest-xdist each worker has its own folder in it: JAX writes a cache entry in place, so two
+# workers (or a SIGKILL test's subprocess) must never read one another's half-written entry.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ or "NASH_JAX_TEST_CACHE" in os.environ:
     import tempfile
 
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="nash_jax_test_xla_cache_")
+    root = os.environ.setdefault("NASH_JAX_TEST_CACHE", tempfile.mkdtemp(prefix="nash_jax_test_xla_cache_"))
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(root, os.environ.get("PYTEST_XDIST_WORKER", "main"))
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 
 import jax  # noqa: E402
@@ -23,13 +24,3 @@ import jax  # noqa: E402
 jax.config.update("jax_enable_x64", False)
 
 from tests.tiny_hf import hf_model_dir  # noqa: E402,F401  (a fixture for every test directory)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items):
-    """Under pytest-xdist's loadgroup, keep the tests of a module that share a module-scoped fixture
-    (an end-to-end run several tests read) on one worker, so that the run is made once."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info and any(defs[-1].scope == "module" for defs in info.name2fixturedefs.values()):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

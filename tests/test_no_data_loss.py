@@ -327,3 +327,31 @@ def test_a_file_that_is_not_utf8_is_named_in_its_error(tmp_path, reader):
             "corpus": documents.load_corpus}[reader]
     with pytest.raises(ValueError, match=r"latin1.jsonl is not UTF-8 text \(.*\); expected a UTF-8 file"):
         read(path)
+
+
+def test_a_run_an_earlier_version_left_before_its_first_stage_resumes_and_is_swept(tmp_path):
+    """The earlier version wrote no manifest before the first finished stage, marked no exported
+    directory and named temporaries without the marker: its runs still resume, redo their exports
+    and lose their leftovers."""
+    run_dir = tmp_path / "runs" / "demo-20261130-101010"
+    (run_dir / "init" / "checkpoints").mkdir(parents=True)
+    (run_dir / ".lock").write_text("")
+    (run_dir / "config.yaml").write_text(f"recipe: sppo\nmodel: {{path: builtin:synthetic}}\nrun_dir: {run_dir}\n")
+    (run_dir / "iter_0" / "policy").mkdir(parents=True)  # exported, unmarked, its stage not finished
+    (run_dir / "iter_0" / "policy" / "config.json").write_text("{}")
+    (run_dir / "iter_0" / ".samples.parquet.ab3_x9kq.tmp").write_text("half")
+    run = RunDir(run_dir)
+    run.acquire()
+    assert (run_dir / "manifest.json").is_file()
+    assert not (run_dir / "iter_0" / ".samples.parquet.ab3_x9kq.tmp").exists()
+    with pytest.raises(ValueError, match="not a directory nash_jax wrote"):  # a path the user named
+        runs.write_dir_atomically(run_dir / "iter_0" / "policy", lambda tmp: None)
+    runs.write_dir_atomically(run_dir / "iter_0" / "policy",
+                              lambda tmp: (Path(tmp) / "config.json").write_text('{"new": 1}'), in_run=True)
+    assert (run_dir / "iter_0" / "policy" / "config.json").read_text() == '{"new": 1}'
+    run.close()
+    (tmp_path / "other").mkdir()  # a lock and a config.yaml that is not a run's: still refused
+    (tmp_path / "other" / ".lock").write_text("")
+    (tmp_path / "other" / "config.yaml").write_text("theme: dark\n")
+    with pytest.raises(ValueError, match="no manifest.json"):
+        RunDir(tmp_path / "other").acquire()

@@ -73,8 +73,9 @@ def plan_inputs(config):
     """What `plan.plan` and `plan.check_before_loading` need to know of `config`'s recipe: the
     StepShape of its update and the tokenizer of a built-in model."""
     recipe = get(config.recipe)
+    builtin = recipe.builtin_models.get(config.model.path)
     return {"step": recipe.plan_step(config) if recipe.plan_step else None,
-            "builtin_tokenizer": recipe.builtin_models.get(config.model.path)}
+            "builtin_tokenizer": (config.model.tokenizer or builtin) if builtin else None}
 
 
 def check_report_option(config, field, what):

@@ -15,6 +15,19 @@ from tests.recipes.conftest import CONFIGS, small_config
 FIELDS = ["train.micro_batches=2", "train.logprob_chunk=8", "train.max_skipped_fraction=0.25"]
 
 
+OBJECTIVES = {"nash_md": "nash_md_pg", "proposer_solver": "pg_kl", "game_selfplay": "pg"}
+HYPERPARAMETERS = {  # each recipe's step, from its config section
+    "nash_md": lambda c: {"tau": c.nash_md.tau},
+    "proposer_solver": lambda c: {
+        "clip_low": c.proposer_solver.clip_low, "clip_high": c.proposer_solver.clip_high,
+        "aggregation": c.proposer_solver.aggregation, "kl_coef": c.proposer_solver.kl_coef,
+        "max_len": max(c.proposer_solver.proposer_max_tokens, c.proposer_solver.solver_max_tokens)},
+    "game_selfplay": lambda c: {
+        "clip_low": c.game_selfplay.clip_low, "clip_high": c.game_selfplay.clip_high,
+        "aggregation": c.game_selfplay.aggregation, "max_len": c.sampling.max_new_tokens},
+}
+
+
 class Stopped(Exception):
     pass
 
@@ -48,10 +61,11 @@ def test_every_online_recipe_honours_the_train_fields(recipe, tmp_path, monkeypa
     assert config.recipe == recipe
     with pytest.raises(Stopped):
         recipes.run(config)
-    planned = recipes.plan_inputs(config)["step"]  # what `nash-jax plan` sizes is the step that runs
-    assert seen == {"objective": planned.objective, "hyperparameters": planned.hyperparameters,
+    assert seen == {"objective": OBJECTIVES[recipe], "hyperparameters": HYPERPARAMETERS[recipe](config),
                     "micro_batches": 2, "logprob_chunk": 8, "max_skipped_fraction": 0.25,
                     "checkpoint_every": 3}, seen
+    planned = recipes.plan_inputs(config)["step"]  # what `nash-jax plan` sizes is the step that runs
+    assert (planned.objective, planned.hyperparameters) == (seen["objective"], seen["hyperparameters"])
 
 
 @pytest.mark.parametrize("name, objective, rows", [
