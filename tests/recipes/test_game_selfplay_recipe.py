@@ -15,7 +15,6 @@ from nash_jax.runs import read_metrics
 from nash_jax.selfplay import games
 from tests.recipes.conftest import CONFIGS, assert_same_parameters, run_cli, run_two_processes
 
-DEMO_FRACTION = 0.6  # the demo ends below this share of its warm start's exploitability (README: 0.54)
 KUHN, TTT = games.TextGame("kuhn_poker"), games.TextGame("tic_tac_toe")
 GAME_INDEX = {"kuhn_poker": 0, "tic_tac_toe": 1}
 
@@ -103,8 +102,8 @@ def tiny_config(tmp, name="gsp", **game_selfplay):
     values.update(name=name, imports=["nash_jax.recipes.game_selfplay"])
     values["warm_start"].update(steps=16, batch_size=16, hidden_size=16)
     values["train"]["checkpoint_every"] = 4
-    values["game_selfplay"].update(steps=8, games_per_step=16, snapshots=2, eval_every=4, eval_games=8,
-                                   **game_selfplay)
+    values["game_selfplay"].update({"steps": 8, "games_per_step": 16, "snapshots": 2, "eval_every": 4,
+                                    "eval_games": 8, **game_selfplay})
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(values))
     return path
@@ -169,27 +168,12 @@ def test_two_processes_play_the_run_like_one(runs, tmp_path):
     """Two processes × 4 devices: the same warm start (to 1e-5) and the same games and rewards at the
     first step as one process (each process drives all games); later steps may part on a near-tie."""
     whole = runs[0]
-    codes, logs = run_two_processes(tiny_config(tmp_path), tmp_path / "two")
+    codes, logs = run_two_processes(tiny_config(tmp_path, steps=4), tmp_path / "two")  # step 1 is compared
     assert codes == [0, 0], "\n\n".join(log[-3000:] for log in logs)
     assert_same_parameters(tmp_path / "two" / "init" / "policy", whole / "init" / "policy", atol=1e-5)
     ours, theirs = ([m for m in read_metrics(d / "metrics.jsonl") if m["stage"] == "game_selfplay"]
                     for d in (whole, tmp_path / "two"))
-    assert [m["step"] for m in theirs] == [m["step"] for m in ours] == list(range(1, 9))
+    assert [m["step"] for m in theirs] == list(range(1, 5))  # a constant schedule: step 1 as in 8 steps
     for key in ("games", "turns", "invalid_rate", "win_rate_kuhn_poker_seat0"):
         assert theirs[0][key] == ours[0][key], key
     assert json.loads((tmp_path / "two" / "report.json").read_text())["game"] == "kuhn_poker"
-
-
-def test_the_kuhn_demo_lowers_exact_exploitability_well_below_the_warm_start(tmp_path):
-    """configs/kuhn_demo.yaml as shipped (README: 0.447 -> 0.240; every snapshot keeps its invalid-move
-    rate under 10 %, and the last one beats π_0 and the random player)."""
-    result = run_cli(CONFIGS / "kuhn_demo.yaml", tmp_path / "run", one_device=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads((tmp_path / "run" / "report.json").read_text())
-    values = report["exploitability"]["value"]
-    assert report["exploitability"]["step"][0] == 0 and len(values) > 2
-    assert values[-1] < DEMO_FRACTION * values[0], values
-    game = report["per_game"]["kuhn_poker"]
-    assert max(game["invalid_move_rate"].values()) < 0.1, game["invalid_move_rate"]
-    last = game["frozen_opponents"]["pi_3"]
-    assert last["pi_0"]["win_rate"] > 0.5 and last["random"]["win_rate"] > 0.5, last

@@ -121,18 +121,18 @@ def test_two_processes_run_the_game_like_one(whole_run):
     decisions at the first step (proposals, checks, rewards drawn from that warm start), every step
     logged and one report. Later steps are not compared: 2 × 4 devices reduce in another order than
     1 × 8, and a near-tie token that flips moves the rest of the trajectory (seen on another machine)."""
-    tmp, path, _ = whole_run
-    codes, logs = run_two_processes(path, tmp / "two")
+    tmp, _, _ = whole_run  # 4 steps of the same config: a constant schedule, so step 1 is as in 8
+    codes, logs = run_two_processes(tiny_config(tmp, name="two", proposer_solver={"steps": 4}), tmp / "two")
     assert codes == [0, 0], "\n\n".join(log[-3000:] for log in logs)
     assert_same_parameters(tmp / "two" / "init" / "policy", tmp / "whole" / "init" / "policy", atol=1e-5)
     ours, theirs = ([m for m in read_metrics(d / "metrics.jsonl") if m["stage"] == "proposer_solver"]
                     for d in (tmp / "whole", tmp / "two"))
-    assert [m["step"] for m in theirs] == [m["step"] for m in ours] == list(range(1, 9))
+    assert [m["step"] for m in theirs] == list(range(1, 5))
     a, b = theirs[0], ours[0]
     assert set(a) == set(b)
     for key in {"valid_proposal_rate", "proposer_reward", "trained_rows", "solver_reward"} & set(b):
         assert a[key] == b[key], key
-    assert json.loads((tmp / "two" / "report.json").read_text())["anchors"]["step"] == [0, 4, 8]
+    assert json.loads((tmp / "two" / "report.json").read_text())["anchors"]["step"] == [0, 4]
 
 
 def test_a_verifier_that_raises_stops_the_run_naming_the_problem_and_the_step(tmp_path, monkeypatch):
@@ -156,25 +156,3 @@ def test_the_document_task_under_majority_vote_with_alternating_phases(tmp_path)
     steps = [m for m in read_metrics(tmp_path / "run" / "metrics.jsonl") if m["stage"] == "proposer_solver"]
     assert [m["phase"] for m in steps] == [0, 0, 1, 1, 0, 0, 1, 1]  # proposer phases, then solver phases
     assert (tmp_path / "run" / "data" / "corpus.jsonl").is_file()
-
-
-def test_the_shipped_demo_reaches_its_claims(tmp_path):
-    """configs/proposer_solver_demo.yaml as shipped, on one CPU device as `nash-jax run` runs it (the
-    figures the README prints): held-out accuracy above the warm start's, mean learnability rising, and
-    neither the valid-proposal rate nor distinct-2 collapsing."""
-    result = run_cli(CONFIGS / "proposer_solver_demo.yaml", tmp_path / "demo", one_device=True,
-                     args=[f"imports={IMPORTS}"])
-    assert result.returncode == 0, result.stderr[-3000:]
-    a = json.loads((tmp_path / "demo" / "report.json").read_text())["anchors"]
-    print({k: v for k, v in a.items() if k != "p_hat_distribution"})
-    held, learn, valid, distinct = (a[k] for k in ("heldout_accuracy", "mean_learnability",
-                                                    "valid_proposal_rate", "distinct_2"))
-    assert a["step"] == [0, 10, 20, 30, 40]
-    # README: held-out accuracy 0.234 (warm start) -> 0.406, mean learnability 0.440 -> 0.583,
-    # valid-proposal rate 0.781 -> 0.750, distinct-2 0.489 -> 0.381 (runs are deterministic)
-    assert held[-1] >= held[0] + 0.1 and min(held[1:]) > held[0], held
-    assert learn[-1] >= learn[0] + 0.1 and min(learn[1:]) > learn[0], learn
-    assert min(valid) >= 0.9 * valid[0], valid
-    assert min(distinct) >= 0.75 * distinct[0], distinct
-    p_hat = np.asarray(a["p_hat_distribution"])  # the curriculum: mass leaves p̂ = 0 for the middle
-    assert p_hat[-1, 0] < p_hat[0, 0] - 0.25 and p_hat[-1, 1:4].sum() > p_hat[0, 1:4].sum(), p_hat
