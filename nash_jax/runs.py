@@ -30,9 +30,8 @@ CRASH_ENV = "NASH_JAX_CRASH_AT"  # fault injection for the resume tests: the nam
 def remove_stale_temporaries(root):
     """Delete the temporaries that interrupted writes of nash_jax left under `root`, a run directory
     of nash_jax's (names of files.is_own_temporary's shapes only: another program's `.x.tmp` stays);
-    returns how many. Walks
-    `root` without following symbolic links, and a link is removed as a link, never through it. Call
-    only while holding the run directory's lock (no writer is live)."""
+    returns how many. Walks `root` without following symbolic links, and a link is removed as a link,
+    never through it. Call only while holding the run directory's lock (no writer is live)."""
     stale = []
     for folder, dirs, files in os.walk(root, followlinks=False):
         found = [name for name in dirs + files if is_own_temporary(name, in_run=True)]
@@ -393,8 +392,7 @@ class RunDir:
             records, whole = _metric_records(self.path / "metrics.jsonl")
             self._last_logged = {}
             for r in records:
-                last = self._last_logged.get(r["stage"], r["step"])
-                self._last_logged[r["stage"]] = max(r["step"], last)
+                self._last_logged[r["stage"]] = max(r["step"], self._last_logged.get(r["stage"], r["step"]))
             if not whole:
                 self._rewrite_metrics(records)
         if step <= self._last_logged.get(stage, step - 1):

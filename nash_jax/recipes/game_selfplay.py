@@ -168,7 +168,7 @@ def pg_batch(rows, pad_id, shards):
 def run_game_selfplay(config, run):
     g = config.game_selfplay
     text_games = make_games(config)
-    mesh = components.make_mesh(config, {"warm_start.batch_size": config.warm_start.batch_size})
+    mesh = preparation.fitting_mesh(config, {"warm_start.batch_size": config.warm_start.batch_size})
     tokenizer = load_tokenizer(tokenizer_dir(config, run))
     if config.model.path == BUILTIN_GAME:
         warm_start(config, run, tokenizer, text_games, mesh)

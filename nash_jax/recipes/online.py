@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import jax
 
-from nash_jax import components, plan, recipes
+from nash_jax import components
 from nash_jax.recipes.loop import optimizer_config, train_loop
 from nash_jax.sampling import eos_ids_of, pad_id_of
 from nash_jax.train import init_train_state, make_optimizer, make_step
@@ -29,9 +29,6 @@ class OnlineTraining:
     step_fn: object  # the compiled step (train/steps.py:Step)
     tokenizer_dir: object  # tokenizer files written beside every exported snapshot
 
-    def policy(self, params):
-        return self.model_def.merge(params)
-
     def export(self, params, directory):
         """Write the policy with `params` as a Hugging Face directory (a snapshot)."""
         components.export_policy(self.model_def.merge(params), directory, self.tokenizer_dir)
@@ -46,9 +43,8 @@ class OnlineTraining:
 
 def start(config, run, mesh, *, initial_dir, tokenizer_dir, objective, total_steps, **hyperparameters):
     """Load π_0 from `initial_dir` and build the train state and the step of `objective` (its
-    hyperparameters as keywords) with an optimiser scheduled over `total_steps` updates. A run whose
-    state cannot fit the devices stops before any weights are read (plan.check_before_loading)."""
-    plan.check_before_loading(config, mesh, **recipes.plan_inputs(config))
+    hyperparameters as keywords) with an optimiser scheduled over `total_steps` updates. `mesh` comes
+    from preparation.fitting_mesh, which has checked that the step fits its devices."""
     initial = components.load_policy(initial_dir, config, mesh)
     tx, schedule = make_optimizer(optimizer_config(config, total_steps))
     model_def, state, shardings = init_train_state(initial, tx, mesh=mesh, seed=config.seed)

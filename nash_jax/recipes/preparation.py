@@ -20,14 +20,21 @@ def prepare(config, run, *, batch_sizes, prompt_blocks=1):
 
     batch_sizes: {config key: examples per step} that must divide over the mesh; prompt_blocks: how
     many disjoint training blocks the prompts are split into (besides the held-out ones)."""
-    mesh = components.make_mesh(config, batch_sizes)
-    plan.check_before_loading(config, mesh, **recipes.plan_inputs(config))  # stops here, in seconds
+    mesh = fitting_mesh(config, batch_sizes)
     tokenizer = components.load_policy_tokenizer(config, run)
     splits = components.prompt_splits(config, run, prompt_blocks)
     judge = components.make_judge(config.judge, mesh)
     if config.model.path == BUILTIN_SYNTHETIC:
         warm_start(config, run, tokenizer, mesh)
     return mesh, tokenizer, splits, judge
+
+
+def fitting_mesh(config, batch_sizes):
+    """The config's mesh (components.make_mesh), after checking that the recipe's step can fit its
+    devices: a run that cannot stops here, in seconds, before any weights are read or fitted."""
+    mesh = components.make_mesh(config, batch_sizes)
+    plan.check_before_loading(config, mesh, **recipes.plan_inputs(config))
+    return mesh
 
 
 def warm_start(config, run, tokenizer, mesh):

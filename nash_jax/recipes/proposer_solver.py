@@ -209,9 +209,9 @@ def tokenizer_dir(config, run):
 
 def run_proposer_solver(config, run):
     ps = config.proposer_solver
-    mesh = components.make_mesh(config, {"proposer_solver rows per step (sources_per_step × "
-                                         "proposals_per_source × (1 + solvers_per_problem))":
-                                         rows_per_step(ps)})
+    mesh = preparation.fitting_mesh(config, {"proposer_solver rows per step (sources_per_step × "
+                                             "proposals_per_source × (1 + solvers_per_problem))":
+                                             rows_per_step(ps)})
     tokenizer = load_tokenizer(tokenizer_dir(config, run))
     task = task_data(config, run)
     source = answer_sources.answer_source(ps.answer_source, ps.task.name)
