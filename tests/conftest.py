@@ -3,10 +3,9 @@ every sharding test can build a real multi-device mesh on one CPU."""
 
 import os
 
-os.environ["XLA_FLAGS"] = " ".join(
-    flag for flag in os.environ.get("XLA_FLAGS", "").split()
-    if not flag.startswith("--xla_force_host_platform_device_count")
-) + " --xla_force_host_platform_device_count=8"
+from tests.processes import xla_flags
+
+os.environ["XLA_FLAGS"] = xla_flags(devices=8)
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # One persistent compilation cache for the session, shared with the recipe tests' subprocesses (they
 # inherit the environment): a killed-and-rerun recipe then compiles its programs once, not per launch.
@@ -24,3 +23,9 @@ import jax  # noqa: E402
 jax.config.update("jax_enable_x64", False)
 
 from tests.tiny_hf import hf_model_dir  # noqa: E402,F401  (a fixture for every test directory)
+
+
+def pytest_collection_modifyitems(items):
+    """The `long` modules first, each in collection order: pytest-xdist hands modules to workers in this
+    order, and a long one started last would run alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -9,6 +9,8 @@ import numpy as np
 import yaml
 from safetensors.numpy import load_file
 
+from tests.processes import FAST_COMPILE_FLAGS, xla_flags
+
 CONFIGS = Path(__file__).parents[2] / "configs"
 REPO = Path(__file__).parents[2]
 
@@ -42,9 +44,8 @@ def run_cli(config_path, run_dir, crash_at=None, timeout=900, *, one_device=Fals
     `one_device`: on the one CPU device `nash-jax run` sees outside the tests (a demo's figures)."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("NASH_JAX_CRASH_AT", None)
-    if one_device:
-        env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
-                                    if not f.startswith("--xla_force_host_platform_device_count"))
+    if one_device:  # and with XLA's own flags: a demo's claim is tested as a user's run makes it
+        env["XLA_FLAGS"] = " ".join(f for f in xla_flags().split() if f not in FAST_COMPILE_FLAGS)
     if crash_at:
         env["NASH_JAX_CRASH_AT"] = crash_at
     return subprocess.run([sys.executable, "-m", "nash_jax.cli", "run", str(config_path),
@@ -58,8 +59,7 @@ def run_two_processes(config_path, run_dir, timeout=600):
     from tests.processes import free_port, run_processes
 
     port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS="cpu",
-               XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(devices=4))
     env.pop("NASH_JAX_CRASH_AT", None)
     return run_processes(
         [[sys.executable, "-m", "nash_jax.cli", "run", str(config_path), f"run_dir={run_dir}",

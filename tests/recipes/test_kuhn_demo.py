@@ -3,7 +3,11 @@ can run it beside the game self-play recipe's other tests."""
 
 import json
 
+import pytest
+
 from tests.recipes.conftest import CONFIGS, run_cli
+
+pytestmark = pytest.mark.long
 
 DEMO_FRACTION = 0.6  # the demo ends below this share of its warm start's exploitability (README: 0.54)
 

@@ -4,13 +4,16 @@ import os
 import sys
 
 import numpy as np
+import pytest
 
 from nash_jax import recipes
 from nash_jax.config import load_config
 from nash_jax import runs
 from nash_jax.runs import read_metrics
-from tests.processes import free_port, run_processes
+from tests.processes import free_port, run_processes, xla_flags
 from tests.recipes.conftest import REPO, policy_tensors, small_config
+
+pytestmark = pytest.mark.long
 
 
 def test_two_processes_run_the_recipe_like_one(tmp_path):
@@ -25,8 +28,7 @@ def test_two_processes_run_the_recipe_like_one(tmp_path):
     recipes.run(load_config(config_path, [f"run_dir={single}"]))
 
     port, shared = free_port(), tmp_path / "two"
-    env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS="cpu",
-               XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(devices=4))
     codes, logs = run_processes(
         [[sys.executable, "-m", "nash_jax.cli", "run", str(config_path), f"run_dir={shared}",
           "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)]

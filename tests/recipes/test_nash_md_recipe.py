@@ -5,6 +5,7 @@ import signal
 
 import jax
 import numpy as np
+import pytest
 from flax import nnx
 
 from nash_jax import recipes
@@ -13,6 +14,8 @@ from nash_jax.models.llama import Llama, LlamaConfig
 from nash_jax.runs import read_metrics
 from nash_jax.sampling import generate, mixture_generate
 from tests.recipes.conftest import CONFIGS, assert_same_parameters, run_cli, small_config
+
+pytestmark = pytest.mark.long
 
 
 def test_nash_md_run_killed_mid_training_resumes_to_identical_parameters(tmp_path):

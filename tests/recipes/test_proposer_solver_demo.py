@@ -4,9 +4,12 @@ that pytest-xdist can run it beside the recipe's other tests."""
 import json
 
 import numpy as np
+import pytest
 
 from tests.recipes.conftest import CONFIGS, run_cli
 from tests.recipes.test_proposer_solver_recipe import IMPORTS
+
+pytestmark = pytest.mark.long
 
 
 def test_the_shipped_demo_reaches_its_claims(tmp_path):

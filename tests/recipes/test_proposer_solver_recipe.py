@@ -1,7 +1,6 @@
 """`recipe: proposer_solver` end to end on a tiny model: anchors in report.json, resumption after
-SIGKILL while proposing, while solving and after an update equal to an uninterrupted run, a failing
-verifier named with its problem and step, the document task under majority vote with alternating
-phases, and the shipped demo's claims."""
+SIGKILL while proposing, while solving and after an update equal to an uninterrupted run, and two
+processes that take the first step as one does."""
 
 import json
 import signal
@@ -10,12 +9,12 @@ import numpy as np
 import pytest
 import yaml
 
-from nash_jax import recipes
-from nash_jax.config import load_config
 from nash_jax.recipes import proposer_solver  # noqa: F401  (registers the recipe before the entry point)
 from nash_jax.runs import read_metrics
-from nash_jax.selfplay import answer_sources
+from nash_jax.selfplay import vocabulary
 from tests.recipes.conftest import CONFIGS, assert_same_parameters, run_cli, run_two_processes
+
+pytestmark = pytest.mark.long
 
 IMPORTS = ["nash_jax.recipes.proposer_solver"]
 # Every batch a multiple of the 8 test devices: 2 sources × 2 proposals × (1 + 3 solvers) = 16 rows.
@@ -102,57 +101,23 @@ def test_resuming_after_sigkill_while_proposing_solving_and_training_equals_an_u
     assert a["anchors"] == b["anchors"] and a["snapshots"] == b["snapshots"]
 
 
-class RaisingArithmetic(answer_sources.ArithmeticTask):
-    """An arithmetic verifier that breaks on the 12th proposal it checks: the step-0 anchors check 8,
-    so the 12th is the last of training step 1's 4."""
-
-    name = "raising_arithmetic"
-    calls = 0
-
-    def check(self, source, text):
-        RaisingArithmetic.calls += 1
-        if RaisingArithmetic.calls >= 12:
-            raise ValueError("the verifier broke")
-        return super().check(source, text)
-
-
 def test_two_processes_run_the_game_like_one(whole_run):
-    """Two processes × 4 devices against one process × 8: the same warm start (to 1e-5), the same host
-    decisions at the first step (proposals, checks, rewards drawn from that warm start), every step
-    logged and one report. Later steps are not compared: 2 × 4 devices reduce in another order than
-    1 × 8, and a near-tie token that flips moves the rest of the trajectory (seen on another machine)."""
-    tmp, _, _ = whole_run  # 4 steps of the same config: a constant schedule, so step 1 is as in 8
-    codes, logs = run_two_processes(tiny_config(tmp, name="two", proposer_solver={"steps": 4}), tmp / "two")
+    """Two processes × 4 devices against one process × 8, both from the same π_0 (the one-process run's
+    warm start: fitting it on two processes is the SFT tests' and the game recipe's): the same host
+    decisions at the first step (proposals, checks, rewards), every step logged and one report. Later
+    steps are not compared: 2 × 4 devices reduce in another order than 1 × 8, and a near-tie token that
+    flips moves the rest of the trajectory (seen on another machine)."""
+    tmp, _, _ = whole_run  # 2 steps of the same config: a constant schedule, so step 1 is as in 8
+    path = tiny_config(tmp, name="two", model={"path": str(tmp / "whole" / "init" / "policy"),
+                                               "tokenizer": str(vocabulary.TOKENIZER_DIR)},
+                       proposer_solver={"steps": 2, "anchors": {"snapshots": 1}})
+    codes, logs = run_two_processes(path, tmp / "two")
     assert codes == [0, 0], "\n\n".join(log[-3000:] for log in logs)
-    assert_same_parameters(tmp / "two" / "init" / "policy", tmp / "whole" / "init" / "policy", atol=1e-5)
     ours, theirs = ([m for m in read_metrics(d / "metrics.jsonl") if m["stage"] == "proposer_solver"]
                     for d in (tmp / "whole", tmp / "two"))
-    assert [m["step"] for m in theirs] == list(range(1, 5))
+    assert [m["step"] for m in theirs] == [1, 2]
     a, b = theirs[0], ours[0]
     assert set(a) == set(b)
     for key in {"valid_proposal_rate", "proposer_reward", "trained_rows", "solver_reward"} & set(b):
         assert a[key] == b[key], key
-    assert json.loads((tmp / "two" / "report.json").read_text())["anchors"]["step"] == [0, 4]
-
-
-def test_a_verifier_that_raises_stops_the_run_naming_the_problem_and_the_step(tmp_path, monkeypatch):
-    monkeypatch.setitem(answer_sources.TASKS, "raising_arithmetic", RaisingArithmetic)
-    RaisingArithmetic.calls = 0
-    path = tiny_config(tmp_path, proposer_solver={"task": {"name": "raising_arithmetic"}})
-    with pytest.raises(RuntimeError, match=r"^training, step 1: the verifier answer source failed checking "
-                                           r"the proposal '[^']*' from source 'seed-\d+': ValueError: "
-                                           r"the verifier broke$"):
-        recipes.run(load_config(path, [f"run_dir={tmp_path / 'run'}"]))
-
-
-def test_the_document_task_under_majority_vote_with_alternating_phases(tmp_path):
-    path = tiny_config(tmp_path, name="doc", base="proposer_solver_document",
-                       proposer_solver={"answer_source": "majority", "schedule": "alternating",
-                                        "phase_steps": 2, "proposer_max_tokens": 20,
-                                        "task": {"heldout_documents": 4}})
-    report = recipes.run(load_config(path, [f"run_dir={tmp_path / 'run'}"]))
-    assert report["task"] == "document" and report["answer_source"] == "majority"
-    assert len(report["anchors"]["pseudo_label_accuracy"]) == 3
-    steps = [m for m in read_metrics(tmp_path / "run" / "metrics.jsonl") if m["stage"] == "proposer_solver"]
-    assert [m["phase"] for m in steps] == [0, 0, 1, 1, 0, 0, 1, 1]  # proposer phases, then solver phases
-    assert (tmp_path / "run" / "data" / "corpus.jsonl").is_file()
+    assert json.loads((tmp / "two" / "report.json").read_text())["anchors"]["step"] == [0, 2]

@@ -14,6 +14,8 @@ import yaml
 from nash_jax.runs import read_metrics
 from tests.recipes.conftest import REPO, assert_same_parameters, run_cli, small_config
 
+pytestmark = pytest.mark.long
+
 
 @pytest.fixture(scope="module")
 def toy_config(tmp_path_factory):

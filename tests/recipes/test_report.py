@@ -12,6 +12,8 @@ from nash_jax.report import find_cycles, win_rate_table
 from nash_jax.tasks import synthetic
 from tests.recipes.conftest import CONFIGS, assert_same_parameters, run_cli, small_config
 
+pytestmark = pytest.mark.long
+
 LABELS = ["pi_0", "pi_1", "pi_2", "pi_3"]
 
 

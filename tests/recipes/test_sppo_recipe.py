@@ -15,6 +15,8 @@ from nash_jax.judges.simple import CallableJudge
 from nash_jax.runs import RunDir, read_metrics
 from tests.recipes.conftest import assert_same_parameters, run_cli, small_config
 
+pytestmark = pytest.mark.long
+
 STAGES = ["init"] + [f"iter_{t}/{s}" for t in range(2)
                      for s in ("prompts", "generate", "judge", "build", "train")]
 

@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from nash_jax import parallel
+from tests.processes import xla_flags
 
 
 def sppo_run(mesh, process_rows):
@@ -34,7 +35,7 @@ def sppo_run(mesh, process_rows):
 
 def main():
     # Before JAX touches a device (the test process, which imports sppo_run, keeps its own 8).
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    os.environ["XLA_FLAGS"] = xla_flags(devices=4)
     os.environ["JAX_PLATFORMS"] = "cpu"
     process_id, num_processes, port, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     parallel.init_distributed(parallel.DistributedConfig(

@@ -5,10 +5,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from nash_jax import parallel
 from tests.processes import free_port, run_processes
 from tests.train.multiprocess_worker import sppo_run
+
+pytestmark = pytest.mark.long
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,6 +11,8 @@ from nash_jax.train.steps import objective_loss, policy_logprobs
 from nash_jax.train.objectives import OBJECTIVES
 from tests.train.conftest import MESHES, setup, token_batch
 
+pytestmark = pytest.mark.long
+
 N = 8
 ETA = 50.0
 
