@@ -9,7 +9,10 @@ OpenSpiel games rendered as text (selfplay/games.py). Each step:
               with the train state); `grpo`: normalised within the two seats of one game; `none`: A = R
     turns     each turn of a trajectory gets A·γ^(turns of its player left); zero-advantage turns are
               dropped
-    update    the `pg` objective (clipped policy gradient, behaviour log-probs from the sampler)
+    update    the `pg` objective (clipped policy gradient, behaviour log-probs from the sampler); with
+              kl_coef > 0, `pg_kl`: a k3 KL towards π_0 on every trained token, which keeps the
+              move format and, with a near-uniform π_0, pulls the last iterate towards a regularised
+              equilibrium instead of letting it cycle into a pure strategy (magnetic mirror descent)
 
 Anchors: the exact exploitability of the policy (Kuhn and Leduc poker; selfplay/game_eval.py) every
 `eval_every` steps; at the end, a frozen-opponent table of every snapshot against a uniformly random
@@ -55,6 +58,7 @@ class GameSelfPlayConfig:
     DOMAINS = {"steps": AT_LEAST_1, "games_per_step": AT_LEAST_1, "max_turns": AT_LEAST_1,
                "rae_decay": Range(0, 1, high_open=True), "gamma": Range(0, 1, low_open=True),
                "epochs": AT_LEAST_1, "clip_low": Range(0, 1), "clip_high": NON_NEGATIVE,
+               "kl_coef": NON_NEGATIVE,
                "eval_every": AT_LEAST_1, "snapshots": AT_LEAST_1, "eval_games": AT_LEAST_1,
                "warm_start_jitter": PROBABILITY, "warm_start_repeat": PROBABILITY}
     games: list[str] = field(default_factory=lambda: ["kuhn_poker"])  # OpenSpiel names
@@ -71,6 +75,7 @@ class GameSelfPlayConfig:
     epochs: int = 1  # pg steps on each batch
     clip_low: float = 0.2
     clip_high: float = 0.2
+    kl_coef: float = 0.0  # > 0: the pg_kl objective, a k3 KL penalty towards the initial policy π_0
     aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
                          "drgrpo"] = "drgrpo"
     eval_every: int = 10  # steps between exact exploitability evaluations
@@ -252,6 +257,7 @@ def train(config, run, text_games, tokenizer, evaluators, mesh):
                    tokenizer_dir=tokenizer_dir(config, run), objective=step.objective,
                    total_steps=g.steps * g.epochs, **step.hyperparameters)
     model_def, step_fn = online.model_def, online.step_fn
+    reference = online.reference_logprobs() if g.kl_coef > 0 else None
     game_index = {t.name: i for i, t in enumerate(text_games)}
     shards = parallel.data_shards(mesh) * config.train.micro_batches
     per_snapshot = g.steps // g.snapshots
@@ -275,7 +281,10 @@ def train(config, run, text_games, tokenizer, evaluators, mesh):
         rows = turn_rows(trajectories, a, gamma=g.gamma, drop_zero=g.drop_zero_advantage)
         if not rows:  # nothing to learn from: one masked row keeps the step (and the schedule) going
             rows = [(records[0].turns[0], 0.0)]
-        batch = step_fn.place_global(pg_batch(rows, pad_id, shards))
+        batch = pg_batch(rows, pad_id, shards)
+        if reference is not None:
+            batch["ref_logp"] = reference(step_fn, batch)
+        batch = step_fn.place_global(batch)
         for _ in range(g.epochs):
             state, metrics = step_fn.jitted(state, batch)
         metrics = {**metrics, **play_metrics(records, text_games, rewards, a, len(rows)),
@@ -488,8 +497,10 @@ def plan_step(config, text_games=None):
     (the batch is the kept turns, bucketed)."""
     g = config.game_selfplay
     turns = sum(g.games_per_step * t.max_turns for t in text_games or make_games(config))
-    return StepShape("pg", dict(clip_low=g.clip_low, clip_high=g.clip_high, aggregation=g.aggregation,
-                                max_len=config.sampling.max_new_tokens),
+    kl = {"kl_coef": g.kl_coef} if g.kl_coef > 0 else {}
+    return StepShape("pg_kl" if kl else "pg",
+                     dict(clip_low=g.clip_low, clip_high=g.clip_high, aggregation=g.aggregation,
+                          max_len=config.sampling.max_new_tokens, **kl),
                      bucket_size(turns),
                      bucket_size(config.data.max_prompt_tokens + config.sampling.max_new_tokens, minimum=8))
 

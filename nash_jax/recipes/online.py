@@ -3,19 +3,21 @@
 What these recipes set up alike lives here once, so that a `train.*` field means the same in each:
 π_θ loaded from its initial directory, the optimiser over the recipe's steps, the train state, the one
 compiled step (with `train.micro_batches` and `train.logprob_chunk`), the sampling settings, parameter
-copies that outlive the donated state, snapshot export, and the resumable loop (with
-`train.checkpoint_every` and `train.max_skipped_fraction`). A recipe keeps only what is its own: what
+copies that outlive the donated state, snapshot export, π_0's log-probs for a KL towards it, and the
+resumable loop (with `train.checkpoint_every` and `train.max_skipped_fraction`). A recipe keeps only what is its own: what
 one step samples, scores and trains on.
 """
 
 from dataclasses import dataclass
 
 import jax
+import numpy as np
 
-from nash_jax import components
+from nash_jax import components, parallel
 from nash_jax.recipes.loop import optimizer_config, train_loop
 from nash_jax.sampling import eos_ids_of, pad_id_of
 from nash_jax.train import init_train_state, make_optimizer, make_step
+from nash_jax.train.steps import token_logprobs
 
 
 @dataclass
@@ -32,6 +34,11 @@ class OnlineTraining:
     def export(self, params, directory):
         """Write the policy with `params` as a Hugging Face directory (a snapshot)."""
         components.export_policy(self.model_def.merge(params), directory, self.tokenizer_dir)
+
+    def reference_logprobs(self):
+        """batch -> ref_logp [N, T] under π_0 (the `pg_kl` objective's KL towards it). Call it before the
+        first step: the state holds π_0 until then, on a resume too (the loop restores it later)."""
+        return reference_logprobs(self.model_def, copy(self.state.params))
 
     def loop(self, stage, *, total, work, **kwargs):
         """train_loop over this state with the run's checkpointing and skip limit; → (state, extra)."""
@@ -64,3 +71,17 @@ def sampling_settings(config, tokenizer, mesh):
 def copy(params):
     """A copy of parameters that outlives them (the train state is donated to each step)."""
     return jax.tree.map(lambda x: x.copy(), params)
+
+
+def reference_logprobs(model_def, params):
+    """batch -> ref_logp [N, T] under fixed `params`: their log-prob of token t at position t, 0 at
+    position 0 and wherever the loss mask is off."""
+    fn = jax.jit(lambda p, tokens, segments, mask: token_logprobs(model_def, p, tokens, segments, mask)[0])
+
+    def reference(step_fn, batch):
+        placed = step_fn.place_global({**batch, "ref_logp": np.zeros_like(batch["behaviour_logp"])})
+        logp = parallel.gather_to_host(fn(params, placed["tokens"], placed["segment_ids"],
+                                          placed["loss_mask"]))
+        return np.concatenate([np.zeros((logp.shape[0], 1), np.float32), np.asarray(logp, np.float32)], 1)
+
+    return reference

@@ -35,7 +35,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Literal
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -55,7 +54,6 @@ from nash_jax.selfplay import answer_sources, arithmetic, documents, vocabulary
 from nash_jax.selfplay.diversity import bleu_clusters, distinct_n, repetition_penalty
 from nash_jax.selfplay.episodes import (EpisodeAssembler, Role, Rollout, check_role_purity,
                                         comparison_key, group_ids, pack_episodes)
-from nash_jax.train.steps import token_logprobs
 
 STAGE = "proposer_solver"
 ANCHOR_STAGE = "proposer_solver_anchors"  # metrics.jsonl records keep one (stage, step) each
@@ -323,7 +321,7 @@ def train(config, run, task, game, snapshots):
                    tokenizer_dir=tokenizer_dir(config, run), objective=step.objective,
                    total_steps=ps.steps, **step.hyperparameters)
     model_def, step_fn = online.model_def, online.step_fn
-    reference = reference_logprobs(model_def, copy(online.state.params)) if ps.kl_coef > 0 else None
+    reference = online.reference_logprobs() if ps.kl_coef > 0 else None
     held = heldout_texts(task)
     pad_id = pad_id_of(game.tokenizer)
     capacity = rows_per_step(ps)
@@ -375,20 +373,6 @@ def train(config, run, task, game, snapshots):
         extra["frozen_solver"] = copy(online.state.params)
     state, extra = online.loop(STAGE, total=ps.steps, work=work, extra=extra)
     anchors(ps.steps, state.params, extra)
-
-
-def reference_logprobs(model_def, params):
-    """batch -> ref_logp [N, T] under fixed `params` (π_0): log π_0 of token t at position t, 0 at
-    position 0 and wherever the loss mask is off."""
-    fn = jax.jit(lambda p, tokens, segments, mask: token_logprobs(model_def, p, tokens, segments, mask)[0])
-
-    def reference(step_fn, batch):
-        placed = step_fn.place_global({**batch, "ref_logp": np.zeros_like(batch["behaviour_logp"])})
-        logp = parallel.gather_to_host(fn(params, placed["tokens"], placed["segment_ids"],
-                                          placed["loss_mask"]))
-        return np.concatenate([np.zeros((logp.shape[0], 1), np.float32), np.asarray(logp, np.float32)], 1)
-
-    return reference
 
 
 def _defined(metrics):

@@ -43,8 +43,8 @@ def test_the_table_is_the_mean_and_spread_of_each_seed_and_the_paired_difference
     ps = seeds.anchors({"anchors": {"step": [0, 10], "heldout_accuracy": [0.2, 0.4],
                                     "p_hat_distribution": [[1.0], [0.5]]}})
     assert ps == {"heldout_accuracy": {"step": [0, 10], "value": [0.2, 0.4]}}
-    assert seeds.anchors({"per_iterate": [{"iterate": "pi_0", "win": 0.5}, {"iterate": "pi_1", "win": 0.6}]}) \
-        == {"win": {"step": [0, 1], "value": [0.5, 0.6]}}
+    rows = [{"iterate": "pi_0", "win": 0.5}, {"iterate": "pi_1", "win": 0.6}]
+    assert seeds.anchors({"per_iterate": rows}) == {"win": {"step": [0, 1], "value": [0.5, 0.6]}}
     with pytest.raises(SystemExit, match="at least two distinct values"):
         seeds.variants("game_selfplay.advantage=rae")
 

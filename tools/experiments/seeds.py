@@ -1,13 +1,13 @@
 """One config over seeds, simulated device counts and variants, and one table of its anchors.
 
     python tools/experiments/seeds.py configs/kuhn_demo.yaml --seeds 5 --devices 1,8 \\
-        --compare game_selfplay.advantage=rae,grpo [key=value ...] [--out DIR]
+        --compare game_selfplay.advantage=rae,grpo [key=value ...] [--out DIR] [--jobs N]
 
 Every run is `nash-jax run CONFIG seed=S [key=value ...] [variant] run_dir=OUT/VARIANT/devices_D/seed_S`,
 a process of its own (its log beside its run directory); `--devices D` runs it on D CPU devices
-simulated by XLA (without --devices: on the devices the machine has). A sweep that is stopped resumes
-where it stopped: a finished run (its report.json) is read, not rerun, and an interrupted one resumes
-from its last checkpoint, as `nash-jax run` resumes any run.
+simulated by XLA (without --devices: on the devices the machine has); `--jobs N` runs N at once. A
+sweep that is stopped resumes where it stopped: a finished run (its report.json) is read, not rerun,
+and an interrupted one resumes from its last checkpoint, as `nash-jax run` resumes any run.
 
 The anchors of a run are what its report.json tracks over evaluation steps: the proposer-solver
 recipe's `anchors`, game self-play's `exploitability`, and otherwise the numeric fields of
@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -67,7 +68,8 @@ def device_counts(text):
 
 def device_env(devices):
     """The environment of a run on `devices` simulated CPU devices (None: as this process has it)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path)
     if devices is not None:
         flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(DEVICE_FLAG)]
         env["XLA_FLAGS"] = " ".join(flags + ([f"{DEVICE_FLAG}={devices}"] if devices > 1 else []))
@@ -176,7 +178,8 @@ def paired_differences(groups):
 
 def markdown(summary, command):
     lines = [f"# Seeds: {len(summary['seeds'])} per variant", "", f"`{command}`", "",
-             "| variant | devices | anchor | first step: mean ± sd | last step: mean ± sd | last, per seed |",
+             "| variant | devices | anchor | first step: mean ± sd | last step: mean ± sd "
+             "| last, per seed |",
              "|---|---|---|---|---|---|"]
     for g in summary["groups"]:
         for name, a in g["anchors"].items():
@@ -235,10 +238,11 @@ def parse(argv):
     p.add_argument("--devices", help="simulated CPU device counts, e.g. 1,8 (default: the machine's)")
     p.add_argument("--compare", help="KEY=A,B: one variant per value, seed-paired")
     p.add_argument("--out", type=Path, help="default: runs/seeds/<config name>")
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
     p.add_argument("overrides", nargs="*", help="key=value, as `nash-jax run` takes them")
     args = p.parse_intermixed_args(argv)
-    if args.seeds < 1:
-        p.error(f"--seeds {args.seeds}: expected at least 1")
+    if args.seeds < 1 or args.jobs < 1:
+        p.error(f"--seeds {args.seeds} --jobs {args.jobs}: expected at least 1 of each")
     if not args.config.is_file():
         p.error(f"{args.config}: no such config file")
     bad = [o for o in args.overrides if "=" not in o or o.split("=", 1)[0] in ("seed", "run_dir")]
@@ -271,17 +275,23 @@ def main(argv=None):
     plan = [(label, overrides, d, s) for label, overrides in variants(args.compare)
             for d in device_counts(args.devices) for s in seeds]
     results = {}
-    for i, (label, overrides, devices, seed) in enumerate(plan, 1):
+
+    def one(item):
+        label, overrides, devices, seed = item
         start = time.perf_counter()
         directory = run_dir(out, label, devices, seed)
         done = (directory / "report.json").is_file()
         report = run_one(config, directory, seed, devices, [*args.overrides, *overrides])
-        results[(label, devices, seed)] = report
         first = next(iter(anchors(report).items()), None)
         shown = f"; {first[0]} {first[1]['value'][0]:.4f} -> {first[1]['value'][-1]:.4f}" if first else ""
         how = "read" if done else f"{time.perf_counter() - start:.0f} s"
-        print(f"[{i}/{len(plan)}] {label} · {devices or 'default'} devices · seed {seed}: {how}{shown}",
-              flush=True)
+        line = f"{label} · {devices or 'default'} devices · seed {seed}: {how}{shown}"
+        return (label, devices, seed), report, line
+
+    with ThreadPoolExecutor(args.jobs) as pool:  # each run is a process of its own
+        for i, (key, report, line) in enumerate(pool.map(one, plan), 1):
+            results[key] = report
+            print(f"[{i}/{len(plan)}] {line}", flush=True)
     summary = table(results, seeds)
     command = " ".join(["python tools/experiments/seeds.py", *(argv if argv is not None else sys.argv[1:])])
     summary["command"] = command
