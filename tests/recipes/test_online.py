@@ -15,7 +15,9 @@ from tests.recipes.conftest import CONFIGS, small_config
 FIELDS = ["train.micro_batches=2", "train.logprob_chunk=8", "train.max_skipped_fraction=0.25"]
 
 
-OBJECTIVES = {"nash_md": "nash_md_pg", "proposer_solver": "pg_kl", "game_selfplay": "pg"}
+OBJECTIVES = {"nash_md": lambda c: "nash_md_pg",
+              "proposer_solver": lambda c: "pg_kl" if c.proposer_solver.kl_coef else "pg",
+              "game_selfplay": lambda c: "pg_kl" if c.game_selfplay.kl_coef else "pg"}
 HYPERPARAMETERS = {  # each recipe's step, from its config section
     "nash_md": lambda c: {"tau": c.nash_md.tau},
     "proposer_solver": lambda c: {
@@ -24,7 +26,8 @@ HYPERPARAMETERS = {  # each recipe's step, from its config section
         "max_len": max(c.proposer_solver.proposer_max_tokens, c.proposer_solver.solver_max_tokens)},
     "game_selfplay": lambda c: {
         "clip_low": c.game_selfplay.clip_low, "clip_high": c.game_selfplay.clip_high,
-        "aggregation": c.game_selfplay.aggregation, "max_len": c.sampling.max_new_tokens},
+        "aggregation": c.game_selfplay.aggregation, "max_len": c.sampling.max_new_tokens,
+        **({"kl_coef": c.game_selfplay.kl_coef} if c.game_selfplay.kl_coef else {})},
 }
 
 
@@ -40,8 +43,11 @@ def configs(tmp_path):
     }
 
 
-@pytest.mark.parametrize("recipe", ["nash_md", "proposer_solver", "game_selfplay"])
-def test_every_online_recipe_honours_the_train_fields(recipe, tmp_path, monkeypatch):
+@pytest.mark.parametrize("recipe, extra", [
+    ("nash_md", []), ("proposer_solver", []), ("game_selfplay", []),
+    ("game_selfplay", ["game_selfplay.kl_coef=0"])], ids=["nash_md", "proposer_solver", "game_selfplay",
+                                                          "game_selfplay_without_kl"])
+def test_every_online_recipe_honours_the_train_fields(recipe, extra, tmp_path, monkeypatch):
     seen = {}
 
     def make_step(objective, *args, micro_batches, logprob_chunk, **hyperparameters):
@@ -57,11 +63,11 @@ def test_every_online_recipe_honours_the_train_fields(recipe, tmp_path, monkeypa
     monkeypatch.setattr(online, "make_step", make_step)
     monkeypatch.setattr(online, "train_loop", train_loop)
     config = load_config(configs(tmp_path)[recipe], [f"run_dir={tmp_path / 'run'}", *FIELDS,
-                                                     "train.checkpoint_every=3"])
+                                                     "train.checkpoint_every=3", *extra])
     assert config.recipe == recipe
     with pytest.raises(Stopped):
         recipes.run(config)
-    assert seen == {"objective": OBJECTIVES[recipe], "hyperparameters": HYPERPARAMETERS[recipe](config),
+    assert seen == {"objective": OBJECTIVES[recipe](config), "hyperparameters": HYPERPARAMETERS[recipe](config),
                     "micro_batches": 2, "logprob_chunk": 8, "max_skipped_fraction": 0.25,
                     "checkpoint_every": 3}, seen
     planned = recipes.plan_inputs(config)["step"]  # what `nash-jax plan` sizes is the step that runs
@@ -69,7 +75,7 @@ def test_every_online_recipe_honours_the_train_fields(recipe, tmp_path, monkeypa
 
 
 @pytest.mark.parametrize("name, objective, rows", [
-    ("demo", "sppo", 32), ("nash_md_demo", "nash_md_pg", 32), ("kuhn_demo", "pg", 256),
+    ("demo", "sppo", 32), ("nash_md_demo", "nash_md_pg", 32), ("kuhn_demo", "pg_kl", 256),
     ("proposer_solver_demo", "pg_kl", 80), ("proposer_solver_document", "pg", 80)])
 def test_plan_sizes_each_shipped_recipes_own_step(name, objective, rows):
     """`nash-jax plan` on every shipped demo: its recipe's objective and rows per update, built-in
