@@ -27,5 +27,10 @@ from tests.tiny_hf import hf_model_dir  # noqa: E402,F401  (a fixture for every 
 
 def pytest_collection_modifyitems(items):
     """The `long` modules first, each in collection order: pytest-xdist hands modules to workers in this
-    order, and a long one started last would run alone at the end."""
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+    order, and a long one started last would run alone at the end. The key is the module's (a module
+    with any long test is long), so that no module is split and its fixtures are set up once."""
+    def module(item):
+        return item.nodeid.split("::")[0]
+
+    long_modules = {module(item) for item in items if item.get_closest_marker("long")}
+    items.sort(key=lambda item: module(item) not in long_modules)

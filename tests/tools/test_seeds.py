@@ -45,8 +45,28 @@ def test_the_table_is_the_mean_and_spread_of_each_seed_and_the_paired_difference
     assert ps == {"heldout_accuracy": {"step": [0, 10], "value": [0.2, 0.4]}}
     rows = [{"iterate": "pi_0", "win": 0.5}, {"iterate": "pi_1", "win": 0.6}]
     assert seeds.anchors({"per_iterate": rows}) == {"win": {"step": [0, 1], "value": [0.5, 0.6]}}
+    with_average = {"per_iterate": rows + [{"iterate": "average", "win": 0.7}],
+                    "extra_rows": {"average": "the mean of the iterates"}}
+    assert seeds.anchors(with_average)["win"]["value"] == [0.5, 0.6]
+    # a game without an exact evaluator has no exploitability curve: its per-iterate fields instead
+    assert seeds.anchors({"exploitability": {"step": [], "value": []}, "per_iterate": rows}) == \
+        {"win": {"step": [0, 1], "value": [0.5, 0.6]}}
     with pytest.raises(SystemExit, match="at least two distinct values"):
         seeds.variants("game_selfplay.advantage=rae")
+
+
+def test_a_sweep_folder_refuses_another_sweep_and_an_edited_config(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("name: c\n")
+    args = seeds.parse([str(config), "--seeds", "2", "train.epochs=1"])
+    seeds.check_same_sweep(tmp_path / "out", config, args)
+    more = seeds.parse([str(config), "--seeds", "5", "--jobs", "2", "train.epochs=1"])
+    seeds.check_same_sweep(tmp_path / "out", config, more)  # more seeds, more jobs: the same sweep
+    with pytest.raises(SystemExit, match="holds the runs of another sweep"):
+        seeds.check_same_sweep(tmp_path / "out", config, seeds.parse([str(config), "--seeds", "2"]))
+    config.write_text("name: c\nseed: 3\n")
+    with pytest.raises(SystemExit, match="holds the runs of another sweep"):
+        seeds.check_same_sweep(tmp_path / "out", config, args)
 
 
 def sweep(config, out, *, crash_at=None):

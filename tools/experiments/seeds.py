@@ -18,12 +18,13 @@ step; OUT/seeds.png draws every seed's curve and the mean.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +82,10 @@ def run_dir(out, variant, devices, seed):
     return out / variant / ("devices_default" if devices is None else f"devices_{devices}") / f"seed_{seed}"
 
 
+class RunFailed(Exception):
+    pass
+
+
 def run_one(config, directory, seed, devices, overrides):
     """Run (or resume, or read) one run; returns its report. A failed run stops the sweep, naming it."""
     report = directory / "report.json"
@@ -92,11 +97,11 @@ def run_one(config, directory, seed, devices, overrides):
                f"run_dir={directory}"]
     with open(log, "a") as out:
         code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=device_env(devices),
-                              cwd=REPO, check=False).returncode
+                              check=False).returncode
     if code != 0 or not report.is_file():
         tail = log.read_text().splitlines()[-15:]
-        raise SystemExit(f"run {directory} failed (exit {code}); rerun the same command to resume it. "
-                         f"The end of {log}:\n" + "\n".join(tail))
+        raise RunFailed(f"run {directory} failed (exit {code}); rerun the same command to resume it. "
+                        f"The end of {log}:\n" + "\n".join(tail))
     return json.loads(report.read_text())
 
 
@@ -105,17 +110,22 @@ def run_one(config, directory, seed, devices, overrides):
 
 
 def anchors(report):
-    """{anchor: {"step": [...], "value": [...]}} from a report.json."""
-    if isinstance(report.get("anchors"), dict) and "step" in report["anchors"]:
-        section = report["anchors"]
+    """{anchor: {"step": [...], "value": [...]}} from a report.json (anchors with values only)."""
+    section = report.get("anchors")
+    if isinstance(section, dict) and section.get("step"):
         return {k: {"step": list(section["step"]), "value": list(v)} for k, v in section.items()
                 if k != "step" and _scalars(v) and len(v) == len(section["step"])}
-    if isinstance(report.get("exploitability"), dict):
-        e = report["exploitability"]
+    e = report.get("exploitability")
+    if isinstance(e, dict) and e.get("step"):  # empty for a game without an exact evaluator
         return {"exploitability": {"step": list(e["step"]), "value": list(e["value"])}}
-    rows = report.get("per_iterate") or []
+    extra = set(report.get("extra_rows") or ())  # the average and best-of-n rows are not iterates
+    rows = [r for r in report.get("per_iterate") or [] if r.get("iterate") not in extra]
     keys = [k for k in (rows[0] if rows else {}) if all(_number(r.get(k)) for r in rows)]
     return {k: {"step": list(range(len(rows))), "value": [r[k] for r in rows]} for k in keys}
+
+
+def _shown(v):
+    return "n/a" if v is None else f"{v:.4f}"
 
 
 def _number(v):
@@ -204,6 +214,8 @@ def plot(summary, path):
     import matplotlib.pyplot as plt
 
     names = sorted({n for g in summary["groups"] for n in g["anchors"]})
+    if not names:
+        return
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     variants_seen = list(dict.fromkeys(g["variant"] for g in summary["groups"]))
@@ -252,9 +264,11 @@ def parse(argv):
 
 
 def check_same_sweep(out, config, args):
-    """OUT/sweep.json records what the sweep runs; a later command on the same OUT must run the same
-    (more seeds or device counts aside), or finished runs of another config would be read as its own."""
-    what = {"config": str(config), "overrides": args.overrides, "compare": args.compare}
+    """OUT/sweep.json records what the sweep runs (the config's text included); a later command on the
+    same OUT must run the same (seeds, device counts and jobs aside), or finished runs of another config
+    would be read as its own."""
+    what = {"config": str(config), "config_sha256": hashlib.sha256(config.read_bytes()).hexdigest(),
+            "overrides": args.overrides, "compare": args.compare}
     path = out / "sweep.json"
     if path.is_file():
         before = json.loads(path.read_text())
@@ -271,9 +285,9 @@ def main(argv=None):
     name = (yaml.safe_load(config.read_text()) or {}).get("name", config.stem)
     out = (args.out or Path("runs") / "seeds" / name).resolve()
     seeds = list(range(args.seeds))
-    check_same_sweep(out, config, args)
     plan = [(label, overrides, d, s) for label, overrides in variants(args.compare)
             for d in device_counts(args.devices) for s in seeds]
+    check_same_sweep(out, config, args)
     results = {}
 
     def one(item):
@@ -283,15 +297,29 @@ def main(argv=None):
         done = (directory / "report.json").is_file()
         report = run_one(config, directory, seed, devices, [*args.overrides, *overrides])
         first = next(iter(anchors(report).items()), None)
-        shown = f"; {first[0]} {first[1]['value'][0]:.4f} -> {first[1]['value'][-1]:.4f}" if first else ""
+        shown = (f"; {first[0]} {_shown(first[1]['value'][0])} -> {_shown(first[1]['value'][-1])}"
+                 if first else "")
         how = "read" if done else f"{time.perf_counter() - start:.0f} s"
         line = f"{label} · {devices or 'default'} devices · seed {seed}: {how}{shown}"
         return (label, devices, seed), report, line
 
+    failures = []
     with ThreadPoolExecutor(args.jobs) as pool:  # each run is a process of its own
-        for i, (key, report, line) in enumerate(pool.map(one, plan), 1):
+        futures = [pool.submit(one, item) for item in plan]
+        for i, future in enumerate(as_completed(futures), 1):
+            if future.cancelled():
+                continue
+            try:
+                key, report, line = future.result()
+            except RunFailed as err:
+                failures.append(str(err))
+                for queued in futures:  # the ones not started; the running ones finish
+                    queued.cancel()
+                continue
             results[key] = report
             print(f"[{i}/{len(plan)}] {line}", flush=True)
+    if failures:
+        raise SystemExit("\n\n".join(failures))
     summary = table(results, seeds)
     command = " ".join(["python tools/experiments/seeds.py", *(argv if argv is not None else sys.argv[1:])])
     summary["command"] = command
