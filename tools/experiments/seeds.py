@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -290,12 +291,20 @@ def main(argv=None):
     check_same_sweep(out, config, args)
     results = {}
 
+    stopping = threading.Event()  # set by the first failure: no run starts after it
+
     def one(item):
         label, overrides, devices, seed = item
+        if stopping.is_set():
+            return None
         start = time.perf_counter()
         directory = run_dir(out, label, devices, seed)
         done = (directory / "report.json").is_file()
-        report = run_one(config, directory, seed, devices, [*args.overrides, *overrides])
+        try:
+            report = run_one(config, directory, seed, devices, [*args.overrides, *overrides])
+        except RunFailed:
+            stopping.set()
+            raise
         first = next(iter(anchors(report).items()), None)
         shown = (f"; {first[0]} {_shown(first[1]['value'][0])} -> {_shown(first[1]['value'][-1])}"
                  if first else "")
@@ -307,15 +316,14 @@ def main(argv=None):
     with ThreadPoolExecutor(args.jobs) as pool:  # each run is a process of its own
         futures = [pool.submit(one, item) for item in plan]
         for i, future in enumerate(as_completed(futures), 1):
-            if future.cancelled():
-                continue
             try:
-                key, report, line = future.result()
+                outcome = future.result()
             except RunFailed as err:
                 failures.append(str(err))
-                for queued in futures:  # the ones not started; the running ones finish
-                    queued.cancel()
                 continue
+            if outcome is None:  # not started: an earlier run failed
+                continue
+            key, report, line = outcome
             results[key] = report
             print(f"[{i}/{len(plan)}] {line}", flush=True)
     if failures:
