@@ -3,10 +3,15 @@
 import os
 import socket
 import subprocess
+import sys
 
 # Test programs are tiny and latency bound: XLA:CPU's LLVM optimisations cost a third of a test's time
 # (compiling) and buy nothing (running). Every test process, and every process a test starts, uses these.
 FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
+
+
+# The `nash-jax` command for a test's subprocess (run with cwd or PYTHONPATH at the repository root)
+USER_CLI = (sys.executable, "-m", "tests.user_cli")
 
 
 def xla_flags(devices=None):

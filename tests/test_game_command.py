@@ -3,20 +3,20 @@
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from nash_jax import cli, tabular
+from tests.processes import USER_CLI
 
 ROOT = Path(__file__).resolve().parents[1]
 FOUR = ROOT / "configs" / "games" / "four_responses.yaml"
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "nash_jax.cli", *map(str, args)],
+    return subprocess.run([*USER_CLI, *map(str, args)],
                           capture_output=True, text=True, cwd=ROOT)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from nash_jax import data, runs
 from nash_jax.recipes.loop import train_loop
+from tests.processes import USER_CLI
 from nash_jax.runs import RunDir
 
 REPO = Path(__file__).parents[1]
@@ -20,7 +21,7 @@ FOUR = REPO / "configs" / "games" / "four_responses.yaml"
 
 
 def cli(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "nash_jax.cli", *map(str, args)], cwd=REPO,
+    return subprocess.run([*USER_CLI, *map(str, args)], cwd=REPO,
                           capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -140,7 +141,7 @@ def test_the_command_says_one_line_for_os_errors_bad_flags_and_closed_pipes(tmp_
     for flag in ("--eta", "--tau"):
         result = cli("game", FOUR, flag, "inf")
         assert result.returncode == 2 and "expected a positive finite number" in result.stderr
-    piped = subprocess.run(f"{sys.executable} -m nash_jax.cli game {FOUR} --json | head -c 5",
+    piped = subprocess.run(f"{' '.join(USER_CLI)} game {FOUR} --json | head -c 5",
                            shell=True, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert "Traceback" not in piped.stderr and "BrokenPipe" not in piped.stderr, piped.stderr
 

@@ -2,7 +2,6 @@
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 from nash_jax.judges.base import PreferenceModel, validate_prob_matrices
 from nash_jax.judges.simple import CallableJudge, FileJudge, RewardJudge, text_hash
 from tests.judges.tiny_pairrm import CANDIDATES, PROMPTS
+from tests.processes import USER_CLI
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,7 +70,7 @@ def test_judge_command_prints_one_matrix_per_prompt(pairrm_dir, tmp_path):
     requests = tmp_path / "requests.jsonl"
     requests.write_text("\n".join(json.dumps({"prompt": p, "candidates": c})
                                   for p, c in zip(PROMPTS, CANDIDATES)))
-    result = subprocess.run([sys.executable, "-m", "nash_jax.cli", "judge", "--model", str(path),
+    result = subprocess.run([*USER_CLI, "judge", "--model", str(path),
                              "--prompts", str(requests)], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
@@ -79,7 +79,7 @@ def test_judge_command_prints_one_matrix_per_prompt(pairrm_dir, tmp_path):
     np.testing.assert_allclose(matrix + matrix.T, 1.0, atol=1e-6)
     np.testing.assert_allclose(lines[1]["win_rates"], matrix.mean(axis=1))
     requests.write_text('{"prompt": "x", "candidates": "not a list"}\n')
-    bad = subprocess.run([sys.executable, "-m", "nash_jax.cli", "judge", "--model", str(path),
+    bad = subprocess.run([*USER_CLI, "judge", "--model", str(path),
                           "--prompts", str(requests)], capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and "requests.jsonl:1: expected" in bad.stderr
 

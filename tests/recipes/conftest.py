@@ -2,14 +2,13 @@
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import yaml
 from safetensors.numpy import load_file
 
-from tests.processes import FAST_COMPILE_FLAGS, xla_flags
+from tests.processes import FAST_COMPILE_FLAGS, USER_CLI, xla_flags
 
 CONFIGS = Path(__file__).parents[2] / "configs"
 REPO = Path(__file__).parents[2]
@@ -40,7 +39,7 @@ def small_config(tmp_path, base="demo", name="small", **sections):
 
 
 def run_cli(config_path, run_dir, crash_at=None, timeout=900, *, one_device=False, args=()):
-    """`python -m nash_jax.cli run CONFIG run_dir=... [args]` in a subprocess, killed at `crash_at`;
+    """`nash-jax run CONFIG run_dir=... [args]` in a subprocess, killed at `crash_at`;
     `one_device`: on the one CPU device `nash-jax run` sees outside the tests (a demo's figures)."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("NASH_JAX_CRASH_AT", None)
@@ -48,7 +47,7 @@ def run_cli(config_path, run_dir, crash_at=None, timeout=900, *, one_device=Fals
         env["XLA_FLAGS"] = " ".join(f for f in xla_flags().split() if f not in FAST_COMPILE_FLAGS)
     if crash_at:
         env["NASH_JAX_CRASH_AT"] = crash_at
-    return subprocess.run([sys.executable, "-m", "nash_jax.cli", "run", str(config_path),
+    return subprocess.run([*USER_CLI, "run", str(config_path),
                            f"run_dir={run_dir}", *args], env=env, capture_output=True, text=True,
                           timeout=timeout, cwd=REPO, check=False)
 
@@ -62,7 +61,7 @@ def run_two_processes(config_path, run_dir, timeout=600):
     env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(devices=4))
     env.pop("NASH_JAX_CRASH_AT", None)
     return run_processes(
-        [[sys.executable, "-m", "nash_jax.cli", "run", str(config_path), f"run_dir={run_dir}",
+        [[*USER_CLI, "run", str(config_path), f"run_dir={run_dir}",
           "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)]
          for i in range(2)], timeout=timeout, cwd=REPO, env=env)
 

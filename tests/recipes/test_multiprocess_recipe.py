@@ -1,7 +1,6 @@
 """Two processes × 4 CPU devices (gloo) run the SPPO recipe like one 8-device process."""
 
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ from nash_jax import recipes
 from nash_jax.config import load_config
 from nash_jax import runs
 from nash_jax.runs import read_metrics
-from tests.processes import free_port, run_processes, xla_flags
+from tests.processes import USER_CLI, free_port, run_processes, xla_flags
 from tests.recipes.conftest import REPO, policy_tensors, small_config
 
 pytestmark = pytest.mark.long
@@ -30,7 +29,7 @@ def test_two_processes_run_the_recipe_like_one(tmp_path):
     port, shared = free_port(), tmp_path / "two"
     env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(devices=4))
     codes, logs = run_processes(
-        [[sys.executable, "-m", "nash_jax.cli", "run", str(config_path), f"run_dir={shared}",
+        [[*USER_CLI, "run", str(config_path), f"run_dir={shared}",
           "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)]
          for i in range(2)], timeout=400, cwd=REPO, env=env)
     assert codes == [0, 0], "\n\n".join(log[-3000:] for log in logs)

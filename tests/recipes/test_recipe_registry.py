@@ -5,13 +5,13 @@ any change to the package."""
 import json
 import signal
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 import yaml
 
 from nash_jax.runs import read_metrics
+from tests.processes import USER_CLI
 from tests.recipes.conftest import REPO, assert_same_parameters, run_cli, small_config
 
 pytestmark = pytest.mark.long
@@ -54,7 +54,7 @@ def test_a_recipe_defined_outside_the_package_runs_checkpoints_and_resumes(toy_c
 
     # the run directory's config names its imports, so `nash-jax report` finds the recipe again
     (whole / "report.json").unlink()
-    result = subprocess.run([sys.executable, "-m", "nash_jax.cli", "report", str(whole)], cwd=REPO,
+    result = subprocess.run([*USER_CLI, "report", str(whole)], cwd=REPO,
                             capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads((whole / "report.json").read_text())["recipe"] == "toy_reinforce"
