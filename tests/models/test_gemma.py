@@ -3,6 +3,7 @@ shorter than the sequence, soft-capping, QK-norm, tied and untied heads, left pa
 ropes (linear scaling on the global layers, another base on the local ones); load and export round
 trips; greedy decoding through the sampler; chunked log-probs with the final soft-cap."""
 
+import copy
 import dataclasses
 
 import jax
@@ -188,6 +189,21 @@ def test_chunked_logprobs_with_final_softcap_equal_the_full_logits(variant, gemm
         jnp.ones((1, 5, 32)), params["embed"][...], jnp.ones((1, 5), jnp.int32),
         jnp.ones((1, 5), bool), chunk=2, softcap=0.5)
     assert max_diff(uncapped, capped) > 1e-3  # the cap reaches the chunked path
+
+
+def test_bfloat16_embeddings_round_the_scale_as_transformers_does(gemma_dir):
+    """transformers multiplies the bf16 embedding by √hidden rounded to bf16 (5.65625 for 32), not by
+    the fp32 factor: the scaled embeddings agree bit for bit."""
+    path, torch_model = gemma_dir("gemma3")
+    ours = load_pretrained(path, dtype="bfloat16").embed_tokens(jnp.asarray(TOKENS))
+    embedding = copy.deepcopy(torch_model.model.embed_tokens).to(torch.bfloat16)
+    with torch.no_grad():
+        theirs = embedding(torch.as_tensor(TOKENS)).float().numpy()
+    unrounded = (torch_model.model.embed_tokens.weight.detach().numpy()[TOKENS]
+                 * np.float32(32 ** 0.5)).astype(jnp.bfloat16)
+    print(f"bf16 embeddings: max |Δ| {max_diff(ours.astype(jnp.float32), theirs):.2e}; with an unrounded "
+          f"factor it would be {max_diff(unrounded.astype(np.float32), theirs):.2e}")
+    assert ours.dtype == jnp.bfloat16 and max_diff(ours.astype(jnp.float32), theirs) == 0
 
 
 OLD_STYLE_GEMMA3 = {  # the keys of a Gemma 3 text config.json written before transformers 5
