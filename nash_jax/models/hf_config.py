@@ -23,11 +23,20 @@ GEMMA = ("gemma2", "gemma3_text")
 DTYPES = ("float32", "bfloat16", "float16")
 # Gemma 3's defaults (transformers' Gemma3TextConfig.default_theta) and sliding/global pattern
 GEMMA3_GLOBAL_THETA, GEMMA3_LOCAL_THETA, GEMMA3_PATTERN = 1_000_000.0, 10_000.0, 6
+# What transformers' Gemma configs assume for a key config.json leaves out, where the generic reading
+# below would assume something else (an explicit null is kept: no soft-cap)
+GEMMA_DEFAULTS = {
+    "gemma2": {"head_dim": 256, "num_key_value_heads": 4, "query_pre_attn_scalar": 256,
+               "sliding_window": 4096, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0},
+    "gemma3_text": {"head_dim": 256, "num_key_value_heads": 4, "query_pre_attn_scalar": 256,
+                    "sliding_window": 4096},
+}
 
 
 def config_from_hf(hf, *, dtype="float32", param_dtype=None, source="config.json"):
     """LlamaConfig from a transformers config.json dict."""
     model_type = _check_model_type(hf, source)
+    original, hf = hf, {**GEMMA_DEFAULTS.get(model_type, {}), **hf}
     for name in (dtype, param_dtype or dtype):
         if name not in DTYPES:
             raise ValueError(f"dtype {name!r} is not one of {DTYPES}")
@@ -62,7 +71,7 @@ def config_from_hf(hf, *, dtype="float32", param_dtype=None, source="config.json
         local_rope_theta=local_theta,
         dtype=dtype,
         param_dtype=param_dtype or dtype,
-        hf_config=dict(hf),
+        hf_config=dict(original),
     )
 
 

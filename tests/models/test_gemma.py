@@ -206,6 +206,22 @@ def test_bfloat16_embeddings_round_the_scale_as_transformers_does(gemma_dir):
     assert ours.dtype == jnp.bfloat16 and max_diff(ours.astype(jnp.float32), theirs) == 0
 
 
+def test_a_262k_vocabulary_goes_through_the_chunked_logprobs():
+    """Gemma 3's 262,144-token vocabulary (a tiny model otherwise, built in code): chunks of 8 positions
+    give the full path's log-probs."""
+    config = config_from_hf({**OLD_STYLE_GEMMA3, "hidden_size": 32, "intermediate_size": 48,
+                             "num_hidden_layers": 2, "head_dim": 8, "final_logit_softcapping": 30.0})
+    assert config.vocab_size == 262_144
+    model_def, params = split_model(Llama(config, rngs=nnx.Rngs(0)))
+    tokens = np.random.default_rng(4).integers(0, config.vocab_size, (2, 12))
+    args = (model_def, params, jnp.asarray(tokens), jnp.ones((2, 12), jnp.int32),
+            jnp.asarray(np.broadcast_to(np.arange(12) >= 3, (2, 12))))
+    full, mask = steps.token_logprobs(*args, logprob_chunk=0)
+    chunked, _ = jax.jit(lambda p: steps.token_logprobs(args[0], p, *args[2:], logprob_chunk=8))(params)
+    print(f"262K vocabulary: chunked vs full log-probs {max_diff(chunked, full):.2e}")
+    assert max_diff(chunked, full) <= 1e-5 and np.all(np.asarray(full)[np.asarray(mask)] < 0)
+
+
 OLD_STYLE_GEMMA3 = {  # the keys of a Gemma 3 text config.json written before transformers 5
     "model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "vocab_size": 262144,
     "hidden_size": 640, "intermediate_size": 2048, "num_hidden_layers": 18, "num_attention_heads": 4,
@@ -223,6 +239,23 @@ def test_config_from_hf_reads_older_gemma3_keys_and_the_default_pattern():
     assert c.attention_scale == 256 ** -0.5 and c.hidden_act == "gelu_pytorch_tanh"
     scaled = config_from_hf({**OLD_STYLE_GEMMA3, "rope_scaling": {"rope_type": "linear", "factor": 8.0}})
     assert scaled.rope_scaling == (("factor", 8.0), ("rope_type", "linear"))
+
+
+@pytest.mark.parametrize("model_type, config_class", [("gemma2", "Gemma2Config"),
+                                                       ("gemma3_text", "Gemma3TextConfig")])
+def test_keys_left_out_read_as_transformers_reads_them(model_type, config_class):
+    bare = {"model_type": model_type, "vocab_size": VOCAB, "hidden_size": 64, "intermediate_size": 48,
+            "num_hidden_layers": 6, "num_attention_heads": 8}
+    theirs = getattr(transformers, config_class)(**{k: v for k, v in bare.items() if k != "model_type"})
+    ours = config_from_hf(bare)
+    windows = tuple(theirs.sliding_window if kind == "sliding_attention" else None
+                    for kind in theirs.layer_types)
+    assert (ours.head_dim, ours.num_kv_heads, ours.attention_scale, ours.sliding_windows,
+            ours.attn_logit_softcap, ours.final_logit_softcap, ours.tie_word_embeddings,
+            ours.hidden_act) == (theirs.head_dim, theirs.num_key_value_heads,
+                                 theirs.query_pre_attn_scalar ** -0.5, windows,
+                                 theirs.attn_logit_softcapping, theirs.final_logit_softcapping,
+                                 theirs.tie_word_embeddings, theirs.hidden_activation)
 
 
 @pytest.mark.parametrize("change, message", [
