@@ -40,20 +40,28 @@ def build_torch_model(variant, seed=0):
     return model
 
 
-@pytest.fixture(scope="session")
-def hf_model_dir(tmp_path_factory):
-    """variant -> (directory with config.json + model.safetensors, the torch model)."""
-    cache = {}
+def saved_models_fixture(build):
+    """A session fixture: variant -> (directory with config.json + model.safetensors written by
+    transformers' save_pretrained, the torch model), each variant built by `build(variant)` once."""
 
-    def make(variant):
-        if variant not in cache:
-            model = build_torch_model(variant)
-            path = tmp_path_factory.mktemp(variant)
-            model.save_pretrained(path)
-            cache[variant] = (path, model)
-        return cache[variant]
+    @pytest.fixture(scope="session")
+    def fixture(tmp_path_factory):
+        cache = {}
 
-    return make
+        def make(variant):
+            if variant not in cache:
+                model = build(variant)
+                path = tmp_path_factory.mktemp(variant)
+                model.save_pretrained(path)
+                cache[variant] = (path, model)
+            return cache[variant]
+
+        return make
+
+    return fixture
+
+
+hf_model_dir = saved_models_fixture(build_torch_model)
 
 
 def torch_logits(model, tokens, **kwargs):

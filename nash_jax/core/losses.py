@@ -16,6 +16,16 @@ import jax.numpy as jnp
 _F32 = jnp.float32
 
 
+def logits_from_hidden(hidden, unembedding, softcap=None):
+    """fp32 logits [..., V] = hidden [..., E] @ unembedding [V, E]ᵀ, the head cast to the hidden
+    states' dtype for the matmul; with softcap (Gemma 2's final_logit_softcapping), soft-capped in fp32
+    to softcap · tanh(logits / softcap). The model's forward and the chunked log-probs both call this."""
+    logits = jnp.einsum("...e,ve->...v", hidden, unembedding.astype(hidden.dtype)).astype(_F32)
+    if softcap is not None:
+        logits = softcap * jnp.tanh(logits / softcap)
+    return logits
+
+
 def token_logprobs(logits, targets, mask):
     """log softmax(logits)[target] per position, exactly 0 where mask is false.
 
@@ -30,8 +40,9 @@ def token_logprobs(logits, targets, mask):
     return jnp.where(mask, logp, 0.0)
 
 
-def chunked_token_logprobs(hidden, unembedding, targets, mask, *, chunk):
-    """token_logprobs(hidden @ unembeddingᵀ, targets, mask) without the [B, N, V] fp32 logits.
+def chunked_token_logprobs(hidden, unembedding, targets, mask, *, chunk, softcap=None):
+    """token_logprobs(logits_from_hidden(hidden, unembedding, softcap), targets, mask) without the
+    [B, N, V] fp32 logits.
 
     hidden [B, N, E] (compute dtype), unembedding [V, E], targets [B, N] int, mask [B, N] bool →
     [B, N] float32. The B·N positions are cut into chunks of `chunk` (the last padded, masked out);
@@ -41,13 +52,12 @@ def chunked_token_logprobs(hidden, unembedding, targets, mask, *, chunk):
     values and gradients equal the full computation's.
     """
     b, n, e = hidden.shape
-    head = unembedding.astype(hidden.dtype)
+    head = unembedding.astype(hidden.dtype)  # cast once, not in every chunk
     rows = b * n
     if chunk < 1:
         raise ValueError(f"chunk={chunk}; expected a positive number of positions per chunk")
     if rows <= chunk:  # one chunk: nothing to save, compute as the full path does
-        logits = jnp.einsum("bne,ve->bnv", hidden, head).astype(_F32)
-        return token_logprobs(logits, targets, mask)
+        return token_logprobs(logits_from_hidden(hidden, head, softcap), targets, mask)
     count = -(-rows // chunk)
     pad = count * chunk - rows
     mask = mask.astype(bool)
@@ -59,8 +69,7 @@ def chunked_token_logprobs(hidden, unembedding, targets, mask, *, chunk):
 
     @jax.checkpoint
     def one(h, t, m):
-        logits = jnp.einsum("ce,ve->cv", h, head).astype(_F32)
-        return token_logprobs(logits, t, m)
+        return token_logprobs(logits_from_hidden(h, head, softcap), t, m)
 
     _, logp = jax.lax.scan(lambda _, xs: (None, one(*xs)), None,
                            (chunks(hidden), chunks(targets), chunks(mask)))

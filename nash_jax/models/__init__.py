@@ -1,4 +1,5 @@
-"""Models: the Llama-family decoder, Hugging Face checkpoints in and out, tokenisers."""
+"""Models: the decoder family (Llama, Mistral, Qwen, Gemma 2/3), Hugging Face checkpoints in and out,
+tokenisers."""
 
 from nash_jax.models.hf import load_pretrained, save_pretrained
 from nash_jax.models.llama import KVCache, Llama, LlamaConfig

@@ -17,7 +17,14 @@ Masking: a query attends to a key when both have the same segment id, the key is
 query slot − key slot < window. Slots are indices in the sequence buffer: for self-attention they are
 0 .. T−1 for both; with a KV cache the T new queries sit at slots end .. end+T−1 and the keys are the
 whole cache 0 .. S−1 (empty slots have segment 0). A padding query (segment 0) has no allowed key; its
-output is finite but meaningless (zero on the fused paths).
+output is finite but meaningless (zero on the fused paths). A window w lets a query see itself and the
+w − 1 keys before it: transformers' sliding window (Mistral, Qwen2, Gemma 2/3:
+`kv_idx > q_idx - sliding_window`), and splash's LocalMask (w − 1, 0).
+
+Scores are q·k × scale (default head_dim ** -0.5; Gemma: query_pre_attn_scalar ** -0.5), soft-capped
+to cap · tanh(scores / cap) before the mask when `softcap` is set (Gemma 2). jax.nn.dot_product_attention
+has no soft-cap, so a soft-capped attention runs the reference path on CPU and GPU (splash on TPU has
+its own).
 """
 
 import math
@@ -36,13 +43,15 @@ def check_implementation(name):
 
 
 def attention(q, k, v, *, q_segment_ids, kv_segment_ids=None, q_slots=None, kv_slots=None,
-              window=None, implementation="reference"):
+              window=None, implementation="reference", scale=None, softcap=None):
     """Grouped-query attention → [B, T, H, D] in q's dtype.
 
     q [B, T, H, D]; k, v [B, KV, S, D] (head-major, the KV cache's layout); q_segment_ids [B, T];
     kv_segment_ids [B, S]; q_slots [T], kv_slots [S] int. Leave kv_segment_ids and both slots None for
-    self-attention over the queries' own tokens (S = T). window: static int or None.
+    self-attention over the queries' own tokens (S = T). window: static int or None; scale: of the
+    scores (None: head_dim ** -0.5); softcap: static float or None.
     """
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
     self_attention = kv_segment_ids is None
     if self_attention:
         if q_slots is not None or kv_slots is not None:
@@ -54,14 +63,14 @@ def attention(q, k, v, *, q_segment_ids, kv_segment_ids=None, q_slots=None, kv_s
         raise ValueError("attention over a cache needs q_slots [T] and kv_slots [S]")
     kind = _resolve(check_implementation(implementation), q.dtype, self_attention)
     if kind == "splash":
-        out = _splash(q, k, v, q_segment_ids, window)
+        out = _splash(q, k, v, q_segment_ids, window, scale, softcap)
     else:
         mask = attention_mask(q_segment_ids, kv_segment_ids, q_slots, kv_slots, window)
-        if kind == "reference":
-            return attend(q, k, v, mask)
+        if kind == "reference" or softcap is not None:
+            return attend(q, k, v, mask, scale, softcap)
         out = jax.nn.dot_product_attention(q, k.transpose(0, 2, 1, 3).astype(q.dtype),
                                            v.transpose(0, 2, 1, 3).astype(q.dtype),
-                                           mask=mask[:, None], implementation=kind)
+                                           mask=mask[:, None], scale=scale, implementation=kind)
     return jnp.where((q_segment_ids > 0)[:, :, None, None], out, 0).astype(q.dtype)
 
 
@@ -95,8 +104,9 @@ def attention_mask(query_segments, key_segments, query_slots, key_slots, window)
     return allowed
 
 
-def attend(q, k, v, mask):
-    """The reference: q [B, T, H, D]; k, v [B, KV, S, D]; mask bool [B, T, S].
+def attend(q, k, v, mask, scale=None, softcap=None):
+    """The reference: q [B, T, H, D]; k, v [B, KV, S, D]; mask bool [B, T, S]; scores q·k × scale
+    (default head_dim ** -0.5), soft-capped in fp32 when softcap is set.
 
     The G query heads that share a KV head are stacked along the query axis, so both matmuls are
     plain batched matmuls over (B, KV) on head-major keys: no transposes of the (cached) keys, and on
@@ -106,15 +116,18 @@ def attend(q, k, v, mask):
     kv, s = k.shape[1], k.shape[2]
     g = h // kv
     k, v = k.astype(q.dtype), v.astype(q.dtype)
-    q = (q * (1.0 / math.sqrt(d))).reshape(b, t, kv, g, d).transpose(0, 2, 3, 1, 4)
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    q = (q * scale).reshape(b, t, kv, g, d).transpose(0, 2, 3, 1, 4)
     q = q.reshape(b, kv, g * t, d)
     scores = jnp.einsum("bkqd,bksd->bkqs", q, k).astype(jnp.float32).reshape(b, kv, g, t, s)
+    if softcap is not None:
+        scores = softcap * jnp.tanh(scores / softcap)
     probs = jax.nn.softmax(jnp.where(mask[:, None, None], scores, _MASKED), axis=-1).astype(v.dtype)
     out = jnp.einsum("bkqs,bksd->bkqd", probs.reshape(b, kv, g * t, s), v)
     return out.reshape(b, kv, g, t, d).transpose(0, 3, 1, 2, 4).reshape(b, t, h, d)
 
 
-def _splash(q, k, v, segment_ids, window):
+def _splash(q, k, v, segment_ids, window, scale, softcap):
     """Pallas splash attention (TPU): one multi-query kernel per KV head, vmapped over batch and KV
     heads; segment ids separate sequences and padding, the mask is causal (and local)."""
     from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as kernels
@@ -125,9 +138,10 @@ def _splash(q, k, v, segment_ids, window):
     g = h // kv
     shape = (t, t)
     one = masks.CausalMask(shape) if window is None else masks.LocalMask(shape, (window - 1, 0), 0)
-    kernel = kernels.make_splash_mqa_single_device(masks.MultiHeadMask([one] * g))
+    kernel = kernels.make_splash_mqa_single_device(masks.MultiHeadMask([one] * g),
+                                                   attn_logits_soft_cap=softcap)
     segments = kernels.SegmentIds(q=segment_ids, kv=segment_ids)
-    q = (q * (1.0 / math.sqrt(d))).reshape(b, t, kv, g, d).transpose(0, 2, 3, 1, 4)  # [B, KV, G, T, D]
+    q = (q * scale).reshape(b, t, kv, g, d).transpose(0, 2, 3, 1, 4)  # [B, KV, G, T, D]
 
     def one_head(q, k, v, seg):
         return kernel(q, k.astype(q.dtype), v.astype(q.dtype), segment_ids=seg)

@@ -1,10 +1,11 @@
-"""Hugging Face directories <-> Llama-family NNX models.
+"""Hugging Face directories <-> decoder-family NNX models (Llama, Mistral, Qwen, Gemma 2/3).
 
 `load_pretrained` reads config.json and the safetensors weights (one file or a sharded index) tensor
 by tensor, puts each straight into its sharding on the mesh, and checks the whole checkpoint against
 the model before reading any data, so that every missing, unexpected or mis-shaped tensor is named in
 one error. `save_pretrained` writes the same layout back, so that transformers (and every serving engine
-that reads HF checkpoints) loads the result.
+that reads HF checkpoints) loads the result. config.json is mapped in models/hf_config.py; the
+checkpoint layout is one key table per family below (Llama's, and Gemma's with its four norms a layer).
 """
 
 import dataclasses
@@ -19,29 +20,36 @@ from safetensors.numpy import save_file
 
 from nash_jax.files import write_atomically, write_text_atomically
 from nash_jax.models import loading
-from nash_jax.models.config_values import check_divides, check_positive_ints, check_positive_numbers
-from nash_jax.models.llama import Llama, LlamaConfig
+from nash_jax.models.hf_config import SUPPORTED, config_from_hf, hf_config_from
+from nash_jax.models.llama import Llama
 
-SUPPORTED = {  # model_type -> the architectures name transformers writes
-    "llama": "LlamaForCausalLM",
-    "mistral": "MistralForCausalLM",
-    "qwen2": "Qwen2ForCausalLM",
-    "qwen3": "Qwen3ForCausalLM",
-}
+__all__ = ["SUPPORTED", "config_from_hf", "key_map", "load_pretrained", "read_config",
+           "save_pretrained"]
+
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "tokenizer.model", "vocab.json", "merges.txt", "added_tokens.json",
                    "chat_template.jinja", "chat_template.json", "generation_config.json")
-DTYPES = ("float32", "bfloat16", "float16")
 DEFAULT_MAX_SHARD_BYTES = 5 * 2**30
 
 # HF key <-> our parameter path: layers are stacked, so `{layer}` picks the slot of a stacked parameter.
-KEY_MAP = loading.KeyMap([
+# Our `post_attn_norm` is the norm before the MLP: HF Llama's post_attention_layernorm, HF Gemma's
+# pre_feedforward_layernorm (Gemma's post_attention_layernorm norms the attention's output).
+LLAMA_NORMS = [
+    loading.Rule("model.layers.{layer}.post_attention_layernorm.weight",
+                 "layers.post_attn_norm.weight"),
+]
+GEMMA_NORMS = [
+    loading.Rule("model.layers.{layer}.post_attention_layernorm.weight", "layers.attn_out_norm.weight"),
+    loading.Rule("model.layers.{layer}.pre_feedforward_layernorm.weight",
+                 "layers.post_attn_norm.weight"),
+    loading.Rule("model.layers.{layer}.post_feedforward_layernorm.weight",
+                 "layers.mlp_out_norm.weight"),
+]
+SHARED_RULES = [
     loading.Rule("model.embed_tokens.weight", "embed"),
     loading.Rule("lm_head.weight", "lm_head"),
     loading.Rule("model.norm.weight", "final_norm.weight"),
     loading.Rule("model.layers.{layer}.input_layernorm.weight", "layers.input_norm.weight"),
-    loading.Rule("model.layers.{layer}.post_attention_layernorm.weight",
-                 "layers.post_attn_norm.weight"),
     loading.Rule("model.layers.{layer}.self_attn.{qkv}_proj.weight", "layers.attn.{qkv}_proj",
                  loading.IN_HEADS),
     loading.Rule("model.layers.{layer}.self_attn.{qkv}_proj.bias", "layers.attn.{qkv}_bias",
@@ -53,89 +61,20 @@ KEY_MAP = loading.KeyMap([
     loading.Rule("model.layers.{layer}.mlp.{mlp}_proj.weight", "layers.mlp.{mlp}_proj",
                  loading.TRANSPOSE),
     loading.Rule("model.layers.{layer}.mlp.{mlp}_proj.bias", "layers.mlp.{mlp}_bias"),
-], placeholders={"qkv": "q|k|v", "qk": "q|k", "mlp": "gate|up|down"},
-    ignored=r".*rotary_emb\.inv_freq")  # buffers that old checkpoints carry
-# Some tied checkpoints store the head too; the embedding is what a tied model uses.
-TIED_KEY_MAP = dataclasses.replace(KEY_MAP, ignored=KEY_MAP.ignored + r"|lm_head\.weight")
+]
 
 
-def config_from_hf(hf, *, dtype="float32", param_dtype=None, source="config.json"):
-    """LlamaConfig from a transformers config.json dict."""
-    model_type = hf.get("model_type")
-    if model_type not in SUPPORTED:
-        archs = hf.get("architectures")
-        raise ValueError(f"{source}: model_type={model_type!r} (architectures={archs}) is not supported; "
-                         f"supported model types: {sorted(SUPPORTED)} ({sorted(SUPPORTED.values())})")
-    for name in (dtype, param_dtype or dtype):
-        if name not in DTYPES:
-            raise ValueError(f"dtype {name!r} is not one of {DTYPES}")
-    if hf.get("hidden_act", "silu") != "silu":
-        raise ValueError(f"{source}: hidden_act={hf['hidden_act']!r}; only 'silu' is supported")
-    check_sizes(hf, source)
-    heads = hf["num_attention_heads"]
-    layers = hf["num_hidden_layers"]
-    rope = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
-    theta = rope.pop("rope_theta", hf.get("rope_theta", 10000.0))
-    rope = {k: v for k, v in rope.items() if v is not None}
-    if rope.get("rope_type", rope.get("type", "default")) == "default":
-        rope = {}
-    attention_bias = bool(hf.get("attention_bias") or False)
-    return LlamaConfig(
-        vocab_size=hf["vocab_size"],
-        hidden_size=hf["hidden_size"],
-        intermediate_size=hf["intermediate_size"],
-        num_layers=layers,
-        num_heads=heads,
-        num_kv_heads=hf.get("num_key_value_heads") or heads,
-        head_dim=hf.get("head_dim") or hf["hidden_size"] // heads,
-        rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
-        rope_theta=float(theta),
-        rope_scaling=tuple(sorted(rope.items())),
-        tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
-        qkv_bias=model_type == "qwen2" or attention_bias,
-        o_bias=attention_bias and model_type != "qwen2",
-        mlp_bias=bool(hf.get("mlp_bias") or False),
-        qk_norm=model_type == "qwen3",
-        sliding_windows=_sliding_windows(hf, model_type, layers),
-        dtype=dtype,
-        param_dtype=param_dtype or dtype,
-        hf_config=dict(hf),
-    )
+def _family_key_maps(norm_rules):
+    """(untied, tied) key maps of one family: the shared rules plus its layer norms. Some tied
+    checkpoints store the head too; the embedding is what a tied model uses."""
+    untied = loading.KeyMap(SHARED_RULES + norm_rules,
+                            placeholders={"qkv": "q|k|v", "qk": "q|k", "mlp": "gate|up|down"},
+                            ignored=r".*rotary_emb\.inv_freq")  # buffers that old checkpoints carry
+    return untied, dataclasses.replace(untied, ignored=untied.ignored + r"|lm_head\.weight")
 
 
-def check_sizes(hf, source):
-    """Every size and count the Llama family reads is a positive integer, and they fit together."""
-    check_positive_ints(hf, source, ("vocab_size", "hidden_size", "intermediate_size",
-                                     "num_hidden_layers", "num_attention_heads"),
-                        optional=("num_key_value_heads", "head_dim", "sliding_window"))
-    check_positive_numbers(hf, source, ("rms_norm_eps", "rope_theta"))
-    if hf.get("head_dim") is None:
-        check_divides(hf, source, "num_attention_heads", "hidden_size",
-                      "without head_dim, each head takes hidden_size / num_attention_heads")
-    if hf.get("num_key_value_heads") is not None:
-        check_divides(hf, source, "num_key_value_heads", "num_attention_heads",
-                      "each key/value head serves a whole group of query heads")
-    layer_types = hf.get("layer_types")
-    if layer_types is not None and (not isinstance(layer_types, list)
-                                    or len(layer_types) != hf["num_hidden_layers"]):
-        raise ValueError(f"{source}: layer_types: {str(layer_types)[:80]}; expected a list of one "
-                         f"entry per layer (num_hidden_layers: {hf['num_hidden_layers']})")
-
-
-def _sliding_windows(hf, model_type, layers):
-    window = hf.get("sliding_window")
-    if not window:
-        return ()
-    if model_type == "mistral":
-        return (window,) * layers
-    layer_types = hf.get("layer_types")
-    if layer_types is None:  # qwen2/qwen3 written before layer_types existed
-        if not hf.get("use_sliding_window"):
-            return ()
-        first = hf.get("max_window_layers", layers)
-        layer_types = ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
-    windows = tuple(window if kind == "sliding_attention" else None for kind in layer_types)
-    return windows if any(windows) else ()
+KEY_MAP, TIED_KEY_MAP = _family_key_maps(LLAMA_NORMS)
+GEMMA_KEY_MAP, GEMMA_TIED_KEY_MAP = _family_key_maps(GEMMA_NORMS)
 
 
 def read_config(path):
@@ -216,7 +155,9 @@ def load_pretrained(path, *, mesh=None, dtype="float32", param_dtype=None, remat
 
 
 def key_map(config):
-    return TIED_KEY_MAP if config.tie_word_embeddings else KEY_MAP
+    """The key table of config's family (Gemma's when its layers have four norms), tied or not."""
+    maps = (GEMMA_KEY_MAP, GEMMA_TIED_KEY_MAP) if config.sandwich_norms else (KEY_MAP, TIED_KEY_MAP)
+    return maps[bool(config.tie_word_embeddings)]
 
 
 def save_pretrained(model, path, *, tokenizer_dir=None, max_shard_bytes=DEFAULT_MAX_SHARD_BYTES):
@@ -227,7 +168,7 @@ def save_pretrained(model, path, *, tokenizer_dir=None, max_shard_bytes=DEFAULT_
     """
     path = Path(path)
     config = model.config
-    hf = dict(config.hf_config) or _hf_config_from(config)
+    hf = dict(config.hf_config) or hf_config_from(config)
     hf["torch_dtype"] = hf["dtype"] = config.param_dtype
     hf.setdefault("architectures", [SUPPORTED[hf["model_type"]]])
 
@@ -274,22 +215,3 @@ def _split_shards(tensors, max_bytes):
         return {"model.safetensors": groups[0]}
     n = len(groups)
     return {f"model-{i + 1:05d}-of-{n:05d}.safetensors": g for i, g in enumerate(groups)}
-
-
-def _hf_config_from(config):
-    """A config.json dict for a model built in code (not loaded from HF)."""
-    model_type = "qwen3" if config.qk_norm else "qwen2" if config.qkv_bias and not config.o_bias \
-        else "llama"
-    hf = {
-        "model_type": model_type, "architectures": [SUPPORTED[model_type]],
-        "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
-        "intermediate_size": config.intermediate_size, "num_hidden_layers": config.num_layers,
-        "num_attention_heads": config.num_heads, "num_key_value_heads": config.num_kv_heads,
-        "head_dim": config.head_dim, "rms_norm_eps": config.rms_norm_eps, "hidden_act": "silu",
-        "tie_word_embeddings": config.tie_word_embeddings, "max_position_embeddings": 4096,
-        "rope_parameters": {"rope_type": "default", **dict(config.rope_scaling),
-                            "rope_theta": config.rope_theta},
-    }
-    if model_type == "llama":
-        hf.update(attention_bias=config.o_bias, mlp_bias=config.mlp_bias)
-    return hf

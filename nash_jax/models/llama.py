@@ -1,9 +1,13 @@
-"""The Llama family of decoders in Flax NNX: Llama 2/3, Mistral, Qwen2, Qwen3.
+"""The decoder family in Flax NNX: Llama 2/3, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3 (text).
 
 The variants differ only in flags of `LlamaConfig`: q/k/v (and o) biases for Qwen2 and Llama with
-`attention_bias`, per-head q/k RMSNorm for Qwen3, the `llama3` RoPE frequency scaling, sliding-window
-layers, tied embeddings. Numerics follow transformers: RMSNorm and softmax in fp32, matmuls in the
-compute dtype, logits returned in fp32.
+`attention_bias`, per-head q/k RMSNorm for Qwen3 and Gemma 3, the `llama3`/`linear` RoPE frequency
+scalings, sliding-window layers, tied embeddings; and for Gemma: `(1 + w)` RMSNorms, norms on the
+attention and MLP outputs too (four per layer), embeddings scaled by √hidden_size, GeGLU with tanh GELU,
+the attention scale `query_pre_attn_scalar ** -0.5`, soft-capped attention and final logits
+(`cap * tanh(x / cap)`, Gemma 2), and a separate rope base on the sliding-window layers (Gemma 3).
+Numerics follow transformers: RMSNorm and softmax in fp32, matmuls in the compute dtype, logits returned
+in fp32 (soft-capped in fp32). The norms, rope and MLP live in models/layers.py.
 
 Forward: `model(tokens [B, T], positions [B, T], segment_ids [B, T], cache=None) -> (logits, cache)`,
 which is `hidden_states(...)` (the final-normed hidden states and the cache) followed by the
@@ -16,8 +20,9 @@ Layers are stored stacked: every parameter of `model.layers` has a leading layer
 "layers"), and the forward runs one layer's program under `jax.lax.scan`, so that compile time does not
 grow with depth. `scan_layers=False` runs the same stacked parameters in a Python loop (one program per
 layer: for the compile benchmark and the parity tests). Layers whose sliding windows differ (Qwen2's
-`max_window_layers`) share the scan: each carries the index of its window, and a `lax.switch` picks the
-attention program for it.
+`max_window_layers`, Gemma's sliding/global pattern) share the scan: each carries the index of its
+window, a `lax.switch` picks the attention program for it, and the index picks its rope table (one per
+window, computed once per forward: Gemma 3's local and global bases).
 """
 
 import math
@@ -29,7 +34,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from nash_jax.core.losses import logits_from_hidden
 from nash_jax.models.attention import attention, check_implementation
+from nash_jax.models.layers import (ACTIVATIONS, MLP, RMSNorm, apply_rope, rope_inverse_frequencies,
+                                    rope_tables, stacked_param)
 from nash_jax.models.params import param
 from nash_jax.models.remat import check_remat, rematerialised
 
@@ -51,6 +59,14 @@ class LlamaConfig:
     mlp_bias: bool = False
     qk_norm: bool = False  # Qwen3
     sliding_windows: tuple = ()  # per layer: window length or None; empty = full attention everywhere
+    hidden_act: str = "silu"  # one of layers.ACTIVATIONS (Gemma: gelu_pytorch_tanh)
+    norm_plus_one: bool = False  # Gemma: every RMSNorm scales by (1 + w), in fp32
+    sandwich_norms: bool = False  # Gemma: norms on the attention and MLP outputs as well
+    scale_embeddings: bool = False  # Gemma: embeddings × √hidden_size (in the compute dtype)
+    query_pre_attn_scalar: float | None = None  # Gemma: attention scale s**-0.5 (None: head_dim**-0.5)
+    attn_logit_softcap: float | None = None  # Gemma 2: scores → cap * tanh(scores / cap)
+    final_logit_softcap: float | None = None  # Gemma 2: logits → cap * tanh(logits / cap)
+    local_rope_theta: float | None = None  # Gemma 3: rope base of the sliding layers (no scaling)
     dtype: str = "float32"  # compute dtype
     param_dtype: str = "float32"
     remat: str = "none"  # one of REMAT_POLICIES, per layer; True/False are read as "full"/"none"
@@ -68,6 +84,12 @@ class LlamaConfig:
             object.__setattr__(self, "remat", "full" if self.remat else "none")
         check_remat(self.remat, "Llama")
         check_implementation(self.attention)
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"hidden_act={self.hidden_act!r}; supported: {sorted(ACTIVATIONS)}")
+
+    @property
+    def attention_scale(self):
+        return (self.query_pre_attn_scalar or self.head_dim) ** -0.5
 
     def window(self, layer):
         return self.sliding_windows[layer] if self.sliding_windows else None
@@ -77,41 +99,6 @@ class LlamaConfig:
         per_layer = [self.window(i) for i in range(self.num_layers)]
         distinct = list(dict.fromkeys(per_layer))
         return distinct, np.asarray([distinct.index(w) for w in per_layer], np.int32)
-
-
-def rope_inverse_frequencies(config):
-    """[head_dim / 2] float32 inverse frequencies, with transformers' `llama3`/`linear` scaling."""
-    dim = config.head_dim
-    inv_freq = 1.0 / (np.float32(config.rope_theta) ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
-    scaling = dict(config.rope_scaling)
-    kind = scaling.get("rope_type", scaling.get("type", "default"))
-    if kind == "default":
-        return inv_freq.astype(np.float32)
-    if kind == "linear":
-        return (inv_freq / scaling["factor"]).astype(np.float32)
-    if kind == "llama3":
-        factor = scaling["factor"]
-        low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
-        old_context = scaling["original_max_position_embeddings"]
-        wavelen = 2 * math.pi / inv_freq
-        scaled = np.where(wavelen > old_context / low, inv_freq / factor, inv_freq)
-        smooth = (old_context / wavelen - low) / (high - low)
-        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
-        medium = ~(wavelen < old_context / high) & ~(wavelen > old_context / low)
-        return np.where(medium, smoothed, scaled).astype(np.float32)
-    raise ValueError(f"unsupported rope_type {kind!r}; supported: default, linear, llama3")
-
-
-def rope_tables(positions, inv_freq, dtype):
-    """cos, sin [B, T, 1, D/2] for positions [B, T]; computed once per forward, shared by layers."""
-    angles = positions.astype(jnp.float32)[..., None, None] * inv_freq
-    return jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype)
-
-
-def apply_rope(x, cos, sin):
-    """Rotate x [B, T, H, D] (transformers' rotate-half convention: pairs (i, i + D/2))."""
-    x1, x2 = jnp.split(x, 2, axis=-1)
-    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
 def positions_from_segments(segment_ids):
@@ -146,25 +133,6 @@ class KVCache:
         return self.keys.shape[3]
 
 
-def stacked_param(layers, rngs, shape, axes, dtype, init="normal"):
-    """A parameter with a leading layer axis when `layers` is set (the stacked layout of scanned
-    layers), a plain one otherwise."""
-    if layers is None:
-        return param(rngs, shape, axes, dtype, init)
-    return param(rngs, (layers, *shape), ("layers", *axes), dtype, init)
-
-
-class RMSNorm(nnx.Module):
-    def __init__(self, dim, eps, axis_name, param_dtype, rngs, layers=None):
-        self.weight = stacked_param(layers, rngs, (dim,), (axis_name,), param_dtype, init="ones")
-        self.eps = eps
-
-    def __call__(self, x):
-        x32 = x.astype(jnp.float32)
-        normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
-        return self.weight[...].astype(x.dtype) * normed.astype(x.dtype)
-
-
 class Attention(nnx.Module):
     def __init__(self, config, rngs, layers=None):
         c, pd, n = config, config.param_dtype, layers
@@ -187,8 +155,8 @@ class Attention(nnx.Module):
         if c.o_bias:
             self.o_bias = stacked_param(n, rngs, (c.hidden_size,), ("embed",), pd, "zeros")
         if c.qk_norm:
-            self.q_norm = RMSNorm(c.head_dim, c.rms_norm_eps, "head_dim", pd, rngs, n)
-            self.k_norm = RMSNorm(c.head_dim, c.rms_norm_eps, "head_dim", pd, rngs, n)
+            self.q_norm = RMSNorm(c.head_dim, c.rms_norm_eps, "head_dim", pd, rngs, n, c.norm_plus_one)
+            self.k_norm = RMSNorm(c.head_dim, c.rms_norm_eps, "head_dim", pd, rngs, n, c.norm_plus_one)
 
     def _project(self, x, name):
         dtype = x.dtype
@@ -198,15 +166,16 @@ class Attention(nnx.Module):
         return y
 
     def __call__(self, x, context, window, cache=None):
-        """context: what every layer shares (rope tables, segment ids, slots); window: an index into
-        config.window_groups()[0] (int, or traced under scan); cache: None, or (keys, values
+        """context: what every layer shares (rope tables per window, segment ids, slots); window: an
+        index into config.window_groups()[0] (int, or traced under scan); cache: None, or (keys, values
         [L, B, KV, S, D], layer, end): the new keys and values are written at (layer, end), attention
         reads the whole layer, and the updated cache is returned."""
         c = self.config
         q, k, v = (self._project(x, name) for name in ("q", "k", "v"))
         if c.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, *context["rope"]), apply_rope(k, *context["rope"])
+        cos, sin = (table[window] for table in context["rope"])  # this layer's window's rope
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, KV, T, D]
         if cache is None:
             keys, values = k, v
@@ -221,7 +190,9 @@ class Attention(nnx.Module):
                                                     "kv_slots")}
         windows = c.window_groups()[0]
         branches = [lambda q, k, v, w=w: attention(q, k, v, window=w, implementation=c.attention,
-                                                    **masking) for w in windows]
+                                                    scale=c.attention_scale,
+                                                    softcap=c.attn_logit_softcap, **masking)
+                    for w in windows]
         if len(branches) == 1 or isinstance(window, (int, np.integer)):
             out = branches[int(window) if len(branches) > 1 else 0](q, keys, values)
         else:  # layers with different windows in one scan: run the program of this layer's window
@@ -232,47 +203,37 @@ class Attention(nnx.Module):
         return y, cache
 
 
-class MLP(nnx.Module):
-    def __init__(self, config, rngs, layers=None):
-        c, pd, n = config, config.param_dtype, layers
-        self.gate_proj = stacked_param(n, rngs, (c.hidden_size, c.intermediate_size), ("embed", "mlp"),
-                                       pd)
-        self.up_proj = stacked_param(n, rngs, (c.hidden_size, c.intermediate_size), ("embed", "mlp"),
-                                     pd)
-        self.down_proj = stacked_param(n, rngs, (c.intermediate_size, c.hidden_size),
-                                       ("mlp", "embed"), pd)
-        if c.mlp_bias:
-            self.gate_bias = stacked_param(n, rngs, (c.intermediate_size,), ("mlp",), pd, "zeros")
-            self.up_bias = stacked_param(n, rngs, (c.intermediate_size,), ("mlp",), pd, "zeros")
-            self.down_bias = stacked_param(n, rngs, (c.hidden_size,), ("embed",), pd, "zeros")
-        self.bias = c.mlp_bias
-
-    def __call__(self, x):
-        dtype = x.dtype
-
-        def linear(inputs, name):
-            y = inputs @ getattr(self, f"{name}_proj")[...].astype(dtype)
-            return y + getattr(self, f"{name}_bias")[...].astype(dtype) if self.bias else y
-
-        return linear(jax.nn.silu(linear(x, "gate")) * linear(x, "up"), "down")
-
-
 class DecoderLayer(nnx.Module):
     """One decoder layer; built with `layers=L`, it holds all L layers' parameters stacked, and a
     slice of its state along the leading axis is one layer (what the scan body runs)."""
 
     def __init__(self, config, rngs, layers=None):
-        pd = config.param_dtype
-        self.input_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, "norm", pd, rngs, layers)
+        def norm():
+            return hidden_norm(config, rngs, layers)
+
+        self.input_norm = norm()
         self.attn = Attention(config, rngs, layers)
-        self.post_attn_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, "norm", pd, rngs,
-                                      layers)
+        self.post_attn_norm = norm()  # the norm before the MLP (HF Llama's post_attention_layernorm)
         self.mlp = MLP(config, rngs, layers)
+        self.sandwich = config.sandwich_norms
+        if self.sandwich:  # Gemma: the attention's and the MLP's outputs are normed too
+            self.attn_out_norm, self.mlp_out_norm = norm(), norm()
 
     def __call__(self, x, context, window, cache=None):
         attn_out, cache = self.attn(self.input_norm(x), context, window, cache)
+        if self.sandwich:
+            attn_out = self.attn_out_norm(attn_out)
         x = x + attn_out
-        return x + self.mlp(self.post_attn_norm(x)), cache
+        mlp_out = self.mlp(self.post_attn_norm(x))
+        if self.sandwich:
+            mlp_out = self.mlp_out_norm(mlp_out)
+        return x + mlp_out, cache
+
+
+def hidden_norm(config, rngs, layers=None):
+    """An RMSNorm over the hidden size (stacked by layer when `layers` is set)."""
+    return RMSNorm(config.hidden_size, config.rms_norm_eps, "norm", config.param_dtype, rngs, layers,
+                   config.norm_plus_one)
 
 
 class Llama(nnx.Module):
@@ -281,19 +242,33 @@ class Llama(nnx.Module):
         self.config = config
         self.embed = param(rngs, (c.vocab_size, c.hidden_size), ("vocab", "embed"), pd)
         self.layers = DecoderLayer(c, rngs, layers=c.num_layers)
-        self.final_norm = RMSNorm(c.hidden_size, c.rms_norm_eps, "norm", pd, rngs)
+        self.final_norm = hidden_norm(c, rngs)
         if not c.tie_word_embeddings:
             self.lm_head = param(rngs, (c.vocab_size, c.hidden_size), ("vocab", "embed"), pd)
 
     def __call__(self, tokens, positions=None, segment_ids=None, cache=None):
         """logits [B, T, V] float32 and the updated cache (None without one)."""
         hidden, cache = self.hidden_states(tokens, positions, segment_ids, cache)
-        head = self.unembedding().astype(hidden.dtype)
-        return jnp.einsum("bte,ve->btv", hidden, head).astype(jnp.float32), cache
+        return self.logits(hidden), cache
+
+    def logits(self, hidden):
+        """fp32 logits [..., V] of hidden states [..., E]: the one place logits are made (the chunked
+        log-probs of train/steps.py make theirs with the same function and the same soft-cap)."""
+        return logits_from_hidden(hidden, self.unembedding(), self.config.final_logit_softcap)
 
     def unembedding(self):
-        """The [V, E] output head (the embedding when tied), in the parameter dtype."""
+        """The [V, E] output head (the embedding when tied), in the parameter dtype; logits from it
+        are soft-capped by config.final_logit_softcap (see `logits`)."""
         return (self.embed if self.config.tie_word_embeddings else self.lm_head)[...]
+
+    def embed_tokens(self, tokens):
+        """[B, T, E] in the compute dtype; Gemma scales by √hidden_size, the factor rounded to the
+        compute dtype first (as transformers rounds it to the weights' dtype)."""
+        dtype = jnp.dtype(self.config.dtype)
+        x = jnp.take(self.embed[...], tokens, axis=0).astype(dtype)
+        if self.config.scale_embeddings:
+            x = x * jnp.asarray(np.float32(math.sqrt(self.config.hidden_size)), dtype)
+        return x
 
     def hidden_states(self, tokens, positions=None, segment_ids=None, cache=None):
         """(final-normed hidden states [B, T, E] in the compute dtype, the updated cache or None)."""
@@ -303,10 +278,12 @@ class Llama(nnx.Module):
             segment_ids = jnp.ones(tokens.shape, jnp.int32)
         if positions is None:
             positions = positions_from_segments(segment_ids)
-        context = {"rope": rope_tables(positions, jnp.asarray(rope_inverse_frequencies(c)), dtype),
+        inv_freq = np.stack([rope_inverse_frequencies(c, local=w is not None)
+                             for w in c.window_groups()[0] or [None]])  # [windows, D/2]
+        context = {"rope": rope_tables(positions, jnp.asarray(inv_freq), dtype),
                    "q_segment_ids": segment_ids, "kv_segment_ids": None, "q_slots": None,
                    "kv_slots": None}
-        x = jnp.take(self.embed[...], tokens, axis=0).astype(dtype)
+        x = self.embed_tokens(tokens)
         t = tokens.shape[1]
         if cache is None:
             x, _ = self._run_layers(x, context, None)

@@ -52,7 +52,8 @@ def token_logprobs(model_def, params, tokens, segment_ids, loss_mask,
     if logprob_chunk:
         hidden, _ = model.hidden_states(tokens[:, :-1], segment_ids=segment_ids[:, :-1])
         logp = losses.chunked_token_logprobs(hidden, model.unembedding(), tokens[:, 1:], mask,
-                                             chunk=logprob_chunk)
+                                             chunk=logprob_chunk,
+                                             softcap=model.config.final_logit_softcap)
     else:
         logits, _ = model(tokens[:, :-1], segment_ids=segment_ids[:, :-1])
         logp = losses.token_logprobs(logits, tokens[:, 1:], mask)

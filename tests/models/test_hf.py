@@ -124,8 +124,8 @@ def test_unknown_architecture_lists_the_supported_ones(hf_model_dir, tmp_path):
     config = json.loads((tmp_path / "m" / "config.json").read_text())
     config.update(model_type="gpt2", architectures=["GPT2LMHeadModel"])
     (tmp_path / "m" / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=r"model_type='gpt2'.*supported model types: \['llama', "
-                                         r"'mistral', 'qwen2', 'qwen3'\]"):
+    with pytest.raises(ValueError, match=r"model_type='gpt2'.*supported model types: \['gemma2', "
+                                         r"'gemma3_text', 'llama', 'mistral', 'qwen2', 'qwen3'\]"):
         load_pretrained(tmp_path / "m")
 
 

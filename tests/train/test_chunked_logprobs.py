@@ -54,6 +54,29 @@ def test_chunked_logprobs_equal_full_values_and_gradients(chunk):
         assert float(jnp.max(jnp.abs(a))) > 1e-3  # the gradient is not trivially zero
 
 
+def test_chunked_logprobs_with_a_final_softcap_equal_the_capped_full_logits():
+    """Gemma 2's final soft-cap (cap · tanh(logits / cap)) applied in the chunks: values and gradients
+    equal those of the capped full logits, and differ from the uncapped ones."""
+    hidden, head, targets, mask = _inputs(b=4, n=10, e=8, v=33)
+    hidden = 4.0 * hidden  # logits of a few units, where a cap of 2 bends them
+    weights = jax.random.normal(jax.random.key(9), targets.shape)
+
+    def capped_full(h, w, t, m):
+        logits = jnp.einsum("bne,ve->bnv", h, w).astype(jnp.float32)
+        return losses.token_logprobs(2.0 * jnp.tanh(logits / 2.0), t, m)
+
+    def chunked(h, w, t, m):
+        return losses.chunked_token_logprobs(h, w, t, m, chunk=7, softcap=2.0)
+
+    args = (hidden, head, targets, mask)
+    diff = float(jnp.max(jnp.abs(capped_full(*args) - chunked(*args))))
+    assert diff <= 1e-5, f"capped log-prob difference {diff}"
+    assert float(jnp.max(jnp.abs(_full(*args) - chunked(*args)))) > 0.1  # the cap is not a no-op
+    grads = [jax.grad(_weighted_sum(fn, weights), argnums=(0, 1))(*args) for fn in (capped_full, chunked)]
+    worst = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(*grads))
+    assert worst <= 1e-5, f"capped gradient difference {worst}"
+
+
 def test_chunked_logprobs_in_bf16_agree_with_the_bf16_full_path_to_bf16_rounding():
     """bf16 logits are rounded to 8 bits of mantissa, and a [chunk, E] matmul may sum in another order
     than a [B, N, E] one: agreement to a bf16 step of the logits (≈ 0.016 at |logit| ≈ 4), not 1e-5."""
