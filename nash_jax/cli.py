@@ -35,15 +35,24 @@ def _game(args):
 
 
 def _judge(args):
-    from nash_jax.judges.pairrm import PairRM
+    from nash_jax import config as config_lib
+    from nash_jax import judges
 
+    values = {"kind": "pairrm", "path": args.model, "mode": args.mode, "batch_size": args.batch_size}
+    for text in args.settings:
+        keys, value = config_lib.parse_override(text)
+        values[".".join(keys)] = value
+    judge_config = config_lib.build(config_lib.JudgeConfig, values, "judge")
     prompts, candidates = read_judge_requests(args.prompts)
-    judge = PairRM.from_pretrained(args.model, batch_size=args.batch_size, mode=args.mode)
+    judge = judges.make_judge(judge_config)
     for start in range(0, len(prompts), args.prompts_per_call):
         chunk = slice(start, start + args.prompts_per_call)
-        for offset, matrix in enumerate(judge.prob_matrix(prompts[chunk], candidates[chunk])):
+        matrices, notes = judge.judgments(prompts[chunk], candidates[chunk])
+        for offset, matrix in enumerate(matrices):
             print(json.dumps({"index": start + offset, "matrix": matrix.tolist(),
-                              "win_rates": matrix.mean(axis=1).tolist()}), flush=True)
+                              "win_rates": matrix.mean(axis=1).tolist(),
+                              **{name: float(values[offset]) for name, values in notes.items()}}),
+                  flush=True)
 
 
 def _plan(args):
@@ -280,19 +289,27 @@ def build_parser():
     game.set_defaults(handler=_game)
 
     judge = commands.add_parser(
-        "judge", help="K×K preference matrices from a PairRM directory, as JSON lines",
-        description="Judge every ordered pair of candidates of each prompt with PairRM and print one "
-                    "JSON line per prompt: its K×K matrix P[i][j] = P(candidate i ≻ candidate j) and "
-                    "the win rates (row means).")
-    judge.add_argument("--model", required=True, help="PairRM directory (config.json, weights, "
-                                                      "tokenizer)")
+        "judge", help="K×K preference matrices from any judge (PairRM by default), as JSON lines",
+        description="Judge every ordered pair of candidates of each prompt and print one JSON line per "
+                    "prompt: its K×K matrix P[i][j] = P(candidate i ≻ candidate j), the win rates (row "
+                    "means) and the judge's per-prompt figures (the LLM judge's position_inconsistency). "
+                    "The judge is PairRM at --model unless KEY=VALUE settings of the config's `judge` "
+                    "section say otherwise: kind=llm path=DIR, kind=reward_model path=DIR, kind=python "
+                    "function=package.module:name returns=rewards, kind=file path=FILE.")
+    judge.add_argument("--model", help="the judge's directory or file (judge.path; PairRM: config.json, "
+                                       "weights, tokenizer)")
     judge.add_argument("--prompts", required=True,
                        help='JSONL file of {"prompt": ..., "candidates": [...]} lines')
     judge.add_argument("--mode", choices=["pairwise", "blender"], default="pairwise",
-                       help="pairwise: σ((s(i,j) − s(j,i))/2) (default); blender: the official "
+                       help="PairRM: pairwise: σ((s(i,j) − s(j,i))/2) (default); blender: the official "
                             "SPPO pipeline's σ(score_i − score_j)")
-    judge.add_argument("--batch-size", type=_positive_int, default=16, help="encoder rows per call")
+    judge.add_argument("--batch-size", type=_positive_int, default=16,
+                       help="rows per device call (PairRM encoder rows, LLM judge pairs, reward-model "
+                            "responses)")
     judge.add_argument("--prompts-per-call", type=_positive_int, default=64, help=argparse.SUPPRESS)
+    judge.add_argument("settings", nargs="*", metavar="KEY=VALUE",
+                       help="fields of the judge section (kind=llm, template=..., labels=[A,B], "
+                            "max_tokens=N, dtype=bfloat16, function=..., returns=...)")
     judge.set_defaults(handler=_judge)
 
     run = commands.add_parser(

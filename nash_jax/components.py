@@ -5,7 +5,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from nash_jax import data, parallel, runs
+from nash_jax import data, judges, parallel, runs
 from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.models import hf
 from nash_jax.models.tokenizer import load_tokenizer, tokenizer_problem
@@ -29,8 +29,8 @@ def check_paths(config, builtin_models=(BUILTIN_SYNTHETIC,)):
         raise FileNotFoundError(f"data.path={config.data.path}: does not exist; expected a local prompt "
                                 "file or directory")
     for key, judge in (("judge", config.judge), ("eval.second_judge", config.eval.second_judge)):
-        if judge is not None and judge.kind != "synthetic":
-            check_judge_path(judge, key)
+        if judge is not None:
+            judges.check_judge(judge, key)
 
 
 def check_policy_dir(config, builtin_models):
@@ -42,18 +42,6 @@ def check_policy_dir(config, builtin_models):
                                 f"{' or '.join(builtin_models)}")
     hf.config_from_hf(hf.read_config(path), dtype=config.model.dtype,
                       param_dtype=config.model.param_dtype, source=str(path / "config.json"))
-
-
-def check_judge_path(judge_config, key="judge"):
-    """A file or PairRM judge's path exists (and a PairRM directory holds a DeBERTa config.json)."""
-    path = judge_config.path
-    if path is None or not Path(path).exists():
-        raise FileNotFoundError(f"{key}.path={path}: does not exist; the {judge_config.kind} judge "
-                                "needs a local "
-                                + ("PairRM directory" if judge_config.kind == "pairrm" else "file"))
-    if judge_config.kind == "pairrm":
-        from nash_jax.models import deberta
-        deberta.config_from_hf(hf.read_config(path), source=str(Path(path) / "config.json"))
 
 
 def make_mesh(config, batch_sizes):
@@ -118,20 +106,14 @@ def export_policy(model, path, tokenizer_dir, *, in_run=True):
 # judges
 
 def make_judge(judge_config, mesh=None):
-    """The PreferenceModel a JudgeConfig names."""
-    if judge_config.kind == "synthetic":
-        return synthetic.SyntheticOracle()
-    check_judge_path(judge_config)
-    if judge_config.kind == "pairrm":
-        from nash_jax.judges.pairrm import PairRM
-        return PairRM.from_pretrained(judge_config.path, mesh=mesh, batch_size=judge_config.batch_size,
-                                      mode=judge_config.mode)
-    from nash_jax.judges.simple import FileJudge
-    return FileJudge(judge_config.path)
+    """judges.make_judge (the public builder), looked up here so that tests can replace it."""
+    return judges.make_judge(judge_config, mesh)
 
 
-def judge_matrices(judge, prompts, candidates, *, per_call, where, bar=None, crash_prefix=None):
-    """[B, K, K] from `judge` in chunks of `per_call` prompts, with a progress bar and crash points."""
+def judge_matrices(judge, prompts, candidates, *, per_call, where, bar=None, crash_prefix=None,
+                   notes=None):
+    """[B, K, K] from `judge` in chunks of `per_call` prompts, with a progress bar and crash points
+    (notes: a dict for the judge's per-prompt figures, see judge_in_chunks)."""
     from nash_jax.judges.base import judge_in_chunks
 
     def after_call(judged, calls):
@@ -141,7 +123,7 @@ def judge_matrices(judge, prompts, candidates, *, per_call, where, bar=None, cra
             runs.crash_point(f"{crash_prefix}:call={calls}")
 
     return judge_in_chunks(judge, prompts, candidates, per_call=per_call, where=where,
-                           after_call=after_call)
+                           after_call=after_call, notes=notes)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -122,12 +122,31 @@ class SamplingConfig:
 
 @dataclass(frozen=True)
 class JudgeConfig:
-    DOMAINS = {"batch_size": AT_LEAST_1, "prompts_per_call": AT_LEAST_1}
-    kind: Literal["pairrm", "synthetic", "file"] = "synthetic"
-    path: str | None = None  # PairRM directory or preference file
+    """The judge (nash_jax.judges.make_judge builds it). kind: synthetic (the synthetic task's oracle),
+    pairrm, file (preferences computed elsewhere), llm (a decoder asked `template` in both orders),
+    reward_model (an HF sequence-classification model, Bradley-Terry), python (`function`)."""
+
+    DOMAINS = {"batch_size": AT_LEAST_1, "prompts_per_call": AT_LEAST_1, "max_tokens": AT_LEAST_1}
+    kind: Literal["pairrm", "synthetic", "file", "llm", "reward_model", "python"] = "synthetic"
+    path: str | None = None  # PairRM, LLM judge or reward model directory, or preference file
     mode: Literal["pairwise", "blender"] = "pairwise"  # PairRM only
-    batch_size: int = 16  # encoder rows per call (PairRM)
+    # rows per device call: PairRM encoder rows, the LLM judge's ordered pairs (at least one prompt's
+    # K(K − 1)), the reward model's responses
+    batch_size: int = 16
     prompts_per_call: int = 64
+    dtype: Literal["float32", "bfloat16"] = "float32"  # llm, reward_model
+    # llm: the question, with {prompt}, {a} and {b}; null: judges/llm.py's DEFAULT_TEMPLATE
+    template: str | None = None
+    labels: list[str] = field(default_factory=lambda: ["A", "B"])  # llm: the answers "a" and "b"
+    max_tokens: int = 4096  # llm, reward_model: the longest text the judge may be given
+    function: str | None = None  # python: "package.module:name"
+    returns: Literal["preferences", "rewards"] = "preferences"  # python: what `function` returns
+
+    def __post_init__(self):
+        if self.kind == "python" and not self.function:
+            raise ValueError("judge.kind=python needs judge.function: \"package.module:name\"")
+        if len(self.labels) != 2:
+            raise ValueError(f"judge.labels={self.labels!r}; expected two labels (first, second)")
 
 
 @dataclass(frozen=True)

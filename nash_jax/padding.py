@@ -32,3 +32,12 @@ def left_pad(rows, width, pad_id):
             tokens[i, width - len(row):] = row
             segment_ids[i, width - len(row):] = 1
     return tokens, segment_ids
+
+
+def right_pad(rows, width, pad_id):
+    """(tokens [len(rows), width], segment_ids) with each row left-aligned; segment 0 = padding."""
+    tokens = np.full((len(rows), width), pad_id, np.int32)
+    segment_ids = np.zeros((len(rows), width), np.int32)
+    for i, row in enumerate(rows):
+        tokens[i, :len(row)], segment_ids[i, :len(row)] = row, 1
+    return tokens, segment_ids

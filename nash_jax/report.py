@@ -427,6 +427,11 @@ def markdown(report, plots):
         lines.append(f"| {e['iteration']} | {len(e['loss'])} | {loss[0]:.4g} | {loss[-1]:.4g} | "
                      f"{reached} | {wins} | {_number(e.get('mean_abs_advantage'), '.3f')} | "
                      f"{_number(e.get('indistinct_share'), '.2f')} |")
+    inconsistent = [e for e in report["per_iteration"] if "position_inconsistency" in e]
+    if inconsistent:
+        lines += ["", "Position inconsistency of the judge (share of pairs whose two orders disagree): "
+                  + ", ".join(f"iteration {e['iteration']}: {e['position_inconsistency']:.3f}"
+                              for e in inconsistent) + "."]
     if report["saturated_iterations"]:
         lines += ["", f"**Warning: win rates saturated** in iteration(s) "
                   f"{', '.join(map(str, report['saturated_iterations']))}: mean |P̂ − ½| of the samples "

@@ -99,8 +99,9 @@ def sample_token(key, logp, temperature, top_p, top_k):
     return token, jnp.where(greedy, 0.0, token_logp)
 
 
-def _fan_out(cache, k):
-    """Repeat each prompt's cache for its k samples: row b becomes rows b·k … b·k + k − 1."""
+def fan_out(cache, k):
+    """Repeat each prompt's cache for its k continuations (samples, or the LLM judge's ordered pairs):
+    row b becomes rows b·k … b·k + k − 1."""
     return KVCache(keys=jnp.repeat(cache.keys, k, axis=1), values=jnp.repeat(cache.values, k, axis=1),
                    segment_ids=jnp.repeat(cache.segment_ids, k, axis=0), end=cache.end)
 
@@ -120,7 +121,7 @@ def _decode(graphdefs, states, tokens, segment_ids, key, temperature, top_p, top
     for model in models:
         cache = KVCache.create(model.config, batch, prompt_len + max_new_tokens)
         logits, cache = model(tokens, positions, segment_ids, cache)
-        caches.append(_fan_out(cache, num_samples))
+        caches.append(fan_out(cache, num_samples))
         next_logps.append(jnp.repeat(jax.nn.log_softmax(logits[:, -1]), num_samples, axis=0))
     position = jnp.repeat(positions[:, -1] + 1, num_samples)  # prompts are left-padded
 

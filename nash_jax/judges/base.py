@@ -11,15 +11,24 @@ JUDGE_ATOL = 1e-5
 class PreferenceModel:
     """P(y ≻ y' | x) for candidate responses to prompts.
 
-    Subclasses implement `_prob_matrix`; callers use `prob_matrix` (validated) and `prob`.
+    Subclasses implement `_prob_matrix` (or `_judgments`, to record per-prompt figures beside the
+    matrices); callers use `prob_matrix` (validated), `judgments` and `prob`.
     """
 
     def prob_matrix(self, prompts, candidates):
         """[B, K, K] with P[b, i, j] = P(candidates[b][i] ≻ candidates[b][j] | prompts[b]), diagonal
         0.5 and P + Pᵀ = 1. Every prompt needs the same number K ≥ 1 of candidates."""
+        return self.judgments(prompts, candidates)[0]
+
+    def judgments(self, prompts, candidates):
+        """(prob_matrix's [B, K, K], {name: [B] per-prompt figures}): what the judge records beside its
+        matrices (the LLM judge: position_inconsistency); {} for most judges."""
         check_request(prompts, candidates)
-        return validate_prob_matrices(self._prob_matrix(list(prompts), [list(c) for c in candidates]),
-                                      source=type(self).__name__)
+        pref, notes = self._judgments(list(prompts), [list(c) for c in candidates])
+        return validate_prob_matrices(pref, source=type(self).__name__), notes
+
+    def _judgments(self, prompts, candidates):
+        return self._prob_matrix(prompts, candidates), {}
 
     def prob(self, prompts, a, b):
         """[B]: P(a[i] ≻ b[i] | prompts[i])."""
@@ -57,14 +66,19 @@ def validate_prob_matrices(pref, source="judge", atol=JUDGE_ATOL):
     return pref
 
 
-def judge_in_chunks(judge, prompts, candidates, *, per_call, where, after_call=None):
+def judge_in_chunks(judge, prompts, candidates, *, per_call, where, after_call=None, notes=None):
     """[B, K, K] from `judge`, asked `per_call` prompts at a time; a bad answer names `where` and the
-    prompts; after_call(number of prompts judged in the call, call index) runs after each call."""
+    prompts; after_call(number of prompts judged in the call, call index) runs after each call.
+    notes: a dict that receives the judge's per-prompt figures ({name: [B] list}), when given."""
     out = []
     for start in range(0, len(prompts), per_call):
         try:
-            out.append(judge.prob_matrix(prompts[start:start + per_call],
-                                         candidates[start:start + per_call]))
+            pref, figures = judge.judgments(prompts[start:start + per_call],
+                                            candidates[start:start + per_call])
+            out.append(pref)
+            if notes is not None:
+                for name, values in figures.items():
+                    notes.setdefault(name, []).extend(np.asarray(values, np.float64).tolist())
         except ValueError as err:
             raise ValueError(f"{where}, prompts {start}-{min(start + per_call, len(prompts)) - 1}: "
                              f"{err}") from None

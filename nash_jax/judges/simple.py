@@ -1,8 +1,9 @@
 """Judges without a neural model of their own: rewards from a Python callable, a Bradley-Terry judge over
-any scalar reward, a judge from a Python callable, and a judge that reads preferences computed
-elsewhere."""
+any scalar reward, a judge from a Python callable (or one named by import path), and a judge that reads
+preferences computed elsewhere."""
 
 import hashlib
+import importlib
 import json
 from pathlib import Path
 
@@ -29,6 +30,10 @@ class RewardJudge(PreferenceModel):
     def __init__(self, reward):
         self.reward = reward if isinstance(reward, RewardModel) else CallableReward(reward)
 
+    def rewards(self, prompts, responses):
+        """[N] the scalar rewards behind the preferences (for the recipes that read rewards)."""
+        return self.reward.rewards(prompts, responses)
+
     def _prob_matrix(self, prompts, candidates):
         k = len(candidates[0])
         flat_prompts = [p for p in prompts for _ in range(k)]
@@ -45,6 +50,35 @@ class CallableJudge(PreferenceModel):
 
     def _prob_matrix(self, prompts, candidates):
         return matrix_from_pairs(prompts, candidates, lambda b, prompt, x, y: self.fn(prompt, x, y))
+
+
+class FunctionJudge(PreferenceModel):
+    """P from fn(prompts, candidates) -> [B, K, K] (a user's judge), validated like every judge's."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def _prob_matrix(self, prompts, candidates):
+        return self.fn(prompts, candidates)
+
+
+def import_function(spec, key="judge.function"):
+    """The callable that "package.module:name" names; errors name the module path and what failed."""
+    module_name, sep, name = (spec or "").partition(":")
+    if not sep or not module_name or not name:
+        raise ValueError(f"{key}={spec!r}; expected \"package.module:name\"")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:  # noqa: BLE001  (the user's module: say which and why)
+        raise ValueError(f"{key}={spec!r}: cannot import module {module_name!r} "
+                         f"({type(err).__name__}: {err}); expected a module on the Python path") from None
+    function = module
+    for part in name.split("."):
+        function = getattr(function, part, None)
+    if not callable(function):
+        raise ValueError(f"{key}={spec!r}: module {module_name!r} ({getattr(module, '__file__', '?')}) "
+                         f"has no callable {name!r}")
+    return function
 
 
 def matrix_from_pairs(prompts, candidates, prob):

@@ -74,6 +74,8 @@ def iteration_summaries(config, run):
             k = wins.shape[1]
             pref = np.asarray(judged["matrix"]).reshape(len(wins), k, k)
             entry |= win_rate_saturation(pref, trained_mask(wins, config.sppo))
+            if "position_inconsistency" in judged:  # the LLM judge's: pairs whose two orders disagree
+                entry["position_inconsistency"] = float(np.mean(judged["position_inconsistency"]))
         out.append(entry)
     return out
 
@@ -110,15 +112,18 @@ def iteration(config, run, t, prompts, tokenizer, judge, mesh):
 
     if not run.done(f"{it}/judge"):
         bar = runs.progress(len(samples["prompt"]), f"{it} judge", "prompt")
+        notes = {}  # per-prompt figures of the judge (the LLM judge's position_inconsistency)
         pref = components.judge_matrices(judge, samples["prompt"], samples["responses"],
                                      per_call=config.judge.prompts_per_call, bar=bar, crash_prefix=f"{it}/judge",
-                                     where=f"judging iteration {t} ({run / it / 'samples.parquet'})")
+                                     where=f"judging iteration {t} ({run / it / 'samples.parquet'})",
+                                     notes=notes)
         bar.close()
         runs.write_table(run / it / "judgments.parquet",
                            {"matrix": pref.reshape(len(pref), -1).tolist(),
-                            "win_rates": pref.mean(axis=2).tolist()})
+                            "win_rates": pref.mean(axis=2).tolist(), **notes})
         run.finish(f"{it}/judge", [f"{it}/judgments.parquet"],
-                   mean_max_win_rate=float(pref.mean(axis=2).max(axis=1).mean()))
+                   mean_max_win_rate=float(pref.mean(axis=2).max(axis=1).mean()),
+                   **{name: float(np.mean(values)) for name, values in notes.items()})
     judgments = runs.read_table(run / it / "judgments.parquet")
 
     if not run.done(f"{it}/build"):

@@ -1,10 +1,17 @@
-"""PairRM K×K matrices: K = 5 candidates for 8 prompts (160 ordered pairs) on a PairRM-shaped DeBERTa
-scaled down to 6 layers × 512 hidden, with realistic lengths (sources of 60–120 words, responses of
-100–250), against transformers' PyTorch DebertaV2Model + the PairRM head running the same token rows
-in the same batches in the same run. Tokenisation is done once, outside both timings.
+"""Judges' K×K matrices, one JSON line per case.
 
-    python tools/bench/judge.py [--batch-size 16] [--prompts 8] [--candidates 5] [--layers 6]
-                                [--hidden 512] [--dtype float32]
+pairrm: K = 5 candidates for 8 prompts (160 ordered pairs) on a PairRM-shaped DeBERTa scaled down to
+6 layers × 512 hidden, with realistic lengths (sources of 60–120 words, responses of 100–250), against
+transformers' PyTorch DebertaV2Model + the PairRM head running the same token rows in the same batches
+in the same run. Tokenisation is done once, outside both timings.
+
+llm (judge_llm.py): the LLM judge at K = 4 and K = 8 on long prompts (≥ 4× the responses): pairs/s
+with one shared prefill per prompt against the same judge recomputing every pair from scratch, and
+against transformers computing the same label logits from scratch.
+
+    python tools/bench/judge.py [--case pairrm|llm|all] [--batch-size 16] [--prompts 8]
+                                [--candidates 5] [--layers 6] [--hidden 512] [--dtype float32]
+                                [--llm-model HF_DIR] [--llm-prompts 2]
 
 Besides the speed it counts the programs compiled (the judge's own count and every XLA compile of the
 process) and the padded tokens, for the judge's length buckets and for the powers of two (16 … 2048)
@@ -83,6 +90,12 @@ def build(path, layers=6, hidden=512):
 
 def main():
     parser = argparse.ArgumentParser()
+    parser.add_argument("--case", choices=["pairrm", "llm", "all"], default="all")
+    parser.add_argument("--llm-model", help="an HF decoder directory for the LLM-judge cases (default: a "
+                                            "random SmolLM2-shaped Llama of --llm-layers layers)")
+    parser.add_argument("--llm-layers", type=int, default=4)
+    parser.add_argument("--llm-prompts", type=int, default=2)
+    parser.add_argument("--llm-k", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--candidates", type=int, default=5)
@@ -90,6 +103,16 @@ def main():
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     args = parser.parse_args()
+    if args.case in ("llm", "all"):
+        from judge_llm import bench_llm_judge
+
+        bench_llm_judge(args.llm_model, layers=args.llm_layers, prompts=args.llm_prompts,
+                        ks=args.llm_k, dtype=args.dtype)
+    if args.case in ("pairrm", "all"):
+        bench_pairrm(args)
+
+
+def bench_pairrm(args):
     rng = np.random.default_rng(0)
 
     def text(lo, hi):
