@@ -30,6 +30,7 @@ from flax import nnx
 from scipy.special import expit
 
 from nash_jax import parallel
+from nash_jax.core.losses import logits_from_hidden
 from nash_jax.judges.base import PreferenceModel
 from nash_jax.models.llama import KVCache, positions_from_segments
 from nash_jax.models.tokenizer import load_tokenizer
@@ -83,11 +84,8 @@ def label_margins(model, hidden, last, labels):
     """ℓ [N] fp32: logit(labels[0]) − logit(labels[1]) at position last [N] of hidden [N, T, E],
     computed as the model's own head computes those two logits."""
     at = jnp.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0]
-    head = model.unembedding()[jnp.asarray(labels)].astype(hidden.dtype)
-    logits = jnp.einsum("ne,ve->nv", at, head).astype(jnp.float32)
-    cap = getattr(model.config, "final_logit_softcapping", None)
-    if cap:  # (Gemma 2's final soft cap, where the config has one)
-        logits = cap * jnp.tanh(logits / cap)
+    head = model.unembedding()[jnp.asarray(labels)]
+    logits = logits_from_hidden(at, head, model.config.final_logit_softcap)
     return logits[:, 0] - logits[:, 1]
 
 
