@@ -160,7 +160,6 @@ def hf_config(reader, name, arch, file, *, tied):
             # GGUF floats are float32: their shortest float32 spelling, not 9.999999747378752e-06
             values[hf_key] = float(str(np.float32(value))) if isinstance(value, float) else value
     values.setdefault("vocab_size", len(reader.fields["tokenizer.ggml.tokens"].data))
-    values.update(_rope_scaling(reader, name, file))
     for token in ("bos", "eos", "padding"):
         token_id = metadata(reader, f"tokenizer.ggml.{token}_token_id", file, default=None)
         if token_id is not None:
@@ -168,20 +167,31 @@ def hf_config(reader, name, arch, file, *, tied):
     config = transformers.AutoConfig.for_model(arch.model_type, tie_word_embeddings=tied, **values)
     hf = config.to_dict()
     hf["architectures"] = [arch.hf_class]
+    rope = hf["rope_parameters"]  # Gemma 3: scaling applies to the global layers only
+    (rope.get("full_attention") or rope).update(_rope_scaling(reader, name, file))
+    if arch.norm_offset:
+        hf["query_pre_attn_scalar"] = _gemma_attention_scale(hf)
     hf.pop("_name_or_path", None)
     return hf
 
 
 def _rope_scaling(reader, name, file):
+    """{rope_type, factor} of the file's rope scaling, or {} (none)."""
     kind = metadata(reader, f"{name}.rope.scaling.type", file, default="none")
     if kind == "none":
         return {}
     if kind != "linear":
         raise ValueError(f"{file}: {name}.rope.scaling.type={kind!r}; only 'linear' rope scaling is "
                          "supported")
-    factor = metadata(reader, f"{name}.rope.scaling.factor", file)
-    theta = metadata(reader, f"{name}.rope.freq_base", file, default=10000.0)
-    return {"rope_parameters": {"rope_type": "linear", "factor": factor, "rope_theta": theta}}
+    return {"rope_type": "linear", "factor": metadata(reader, f"{name}.rope.scaling.factor", file)}
+
+
+def _gemma_attention_scale(hf):
+    """query_pre_attn_scalar as llama.cpp computes it (the file does not store it): head_dim, but
+    hidden / heads for the 27B models (46 layers in Gemma 2, 62 in Gemma 3)."""
+    if hf["num_hidden_layers"] in (46, 62):
+        return hf["hidden_size"] // hf["num_attention_heads"]
+    return hf["head_dim"]
 
 
 def generation_config(reader, config, file):
