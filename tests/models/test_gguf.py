@@ -4,6 +4,8 @@ transformers with the same logits, and every refusal one line with nothing left 
 
 import json
 import os
+import subprocess
+import sys
 
 import gguf
 import jax.numpy as jnp
@@ -130,6 +132,18 @@ def test_gemma3_imports_tensor_by_tensor_with_its_config(tiny_gemma3, tmp_path):
     diff = max_diff(torch_logits(theirs, TOKENS), torch_logits(tiny_gemma3, TOKENS))
     print(f"imported tiny gemma3 in transformers vs the original: {diff:.1e}")
     assert diff <= 1e-5, diff
+
+
+def test_import_needs_no_torch(tiny_llama, tmp_path):
+    file = write_gguf(tmp_path / "tiny.gguf", tiny_llama, "llama", "Q8_0")
+    # sys.modules["torch"] = None: `import torch` fails, and transformers finds no torch either.
+    code = ("import sys; sys.modules['torch'] = None; from nash_jax.models.gguf import import_gguf; "
+            f"import_gguf({str(file)!r}, {str(tmp_path / 'no_torch')!r})")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with_torch = imported_tensors(import_gguf(file, tmp_path / "with_torch").path)
+    without = imported_tensors(tmp_path / "no_torch")
+    assert all(np.array_equal(without[key], value) for key, value in with_torch.items())
 
 
 def test_cli_prints_one_line_and_refuses_an_existing_directory(tiny_llama, tmp_path, capsys):
