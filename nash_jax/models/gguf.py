@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from nash_jax.files import check_output, write_dir_atomically
-from nash_jax.models import gguf_tokenizer
+from nash_jax.models import gguf_tokenizer, hf
 
 DTYPES = ("float32", "bfloat16")
 
@@ -99,7 +99,6 @@ def import_gguf(file, out_dir, *, dtype="float32", overwrite=False, max_shard_by
     tokenizer = gguf_tokenizer.tokenizer_from_gguf(reader, name, file)
 
     def write(tmp):
-        from nash_jax.models import hf
         hf.write_safetensors(tmp, tensors, max_shard_bytes or hf.DEFAULT_MAX_SHARD_BYTES)
         (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
         (tmp / "generation_config.json").write_text(
