@@ -1,7 +1,7 @@
 """Real weights: SmolLM2-135M-Instruct (Llama, Q4_1) imported with `import-gguf` against transformers'
 own GGUF loader (the PyTorch reference) — logits, greedy decoding with the chat template, the sampler's
-log-probs, the exported policy, a bf16 load — and Gemma-3-270M's import (its logit checks arrive with the
-Gemma model family)."""
+log-probs, the exported policy, a bf16 load — and Gemma-3-270M (base, Q4_K_M): its config and tensor
+names, fp32 logits and greedy raw-text decoding against the same loader."""
 
 import json
 
@@ -153,3 +153,30 @@ def test_gemma3_imports_with_its_config_and_transformers_tensors(gemma3_dir):
     # llama.cpp stores Gemma's norm weights as 1 + w (transformers' Gemma3RMSNorm computes 1 + w itself)
     np.testing.assert_array_equal(norm, np.asarray(raw.data) - np.float32(1.0))
     print(f"Gemma-3-270M: {len(theirs)} tensors named and shaped as transformers' Gemma 3 expects")
+
+
+def test_gemma3_fp32_logits_and_greedy_text_equal_transformers_gguf_loader(gemma3_dir):
+    file = gemma3_gguf(gemma3_dir.parent)
+    reference = transformers.AutoModelForCausalLM.from_pretrained(
+        file.parent, gguf_file=file.name, dtype=torch.float32).eval()
+    model, tokenizer = load_pretrained(gemma3_dir), load_tokenizer(gemma3_dir)
+    ids = [tokenizer(text).input_ids for text in TEXTS]
+    batch = np.asarray([row[:min(map(len, ids))] for row in ids])
+    ours, _ = model(jnp.asarray(batch))
+    diff = relative_diff(ours, torch_logits(reference, batch))
+    prompts = TEXTS[2:]
+    _, samples = generate_text(model, tokenizer, prompts, num_samples=1, max_new_tokens=24,
+                               temperature=0.0, key=jax.random.key(0))
+    for i, text in enumerate(prompts):
+        prompt = tokenizer(text).input_ids
+        with torch.no_grad():
+            out = reference.generate(torch.tensor([prompt]), attention_mask=torch.ones(
+                1, len(prompt), dtype=torch.long), do_sample=False, max_new_tokens=24,
+                eos_token_id=tokenizer.eos_token_id, pad_token_id=0)
+        length = samples.lengths[i, 0]
+        print(f"{text!r} -> {tokenizer.decode(samples.tokens[i, 0, :length])!r}")
+        theirs = out[0, len(prompt):].numpy()
+        np.testing.assert_array_equal(samples.tokens[i, 0, :length], theirs[:length], err_msg=text)
+        assert length == len(theirs), (length, len(theirs))
+    print(f"Gemma-3-270M fp32 logits: max |Δ| / max |logit| = {diff:.1e} over {len(batch)} prompts")
+    assert diff <= 2e-5, diff
