@@ -188,6 +188,12 @@ def _average(args):
     print(f"average of {', '.join(labels)} written to {out}")
 
 
+def _import_gguf(args):
+    from nash_jax.models.gguf import import_gguf
+
+    print(import_gguf(args.file, args.out_dir, dtype=args.dtype, overwrite=args.overwrite).summary())
+
+
 def _print_report_summary(config, report, run_dir):
     from nash_jax import recipes
 
@@ -383,6 +389,21 @@ def build_parser():
                       help="analytic figures only (skip lowering and compiling the step)")
     plan.add_argument("--json", action="store_true", help="print one JSON line instead of a table")
     plan.set_defaults(handler=_plan)
+
+    import_gguf = commands.add_parser(
+        "import-gguf", help="convert a GGUF file (llama.cpp) into a Hugging Face model directory",
+        description="Dequantise every tensor of a GGUF file and write OUT_DIR: config.json, "
+                    "safetensors, tokenizer.json with the chat template, generation_config.json. "
+                    "Architectures: llama (Llama, Mistral, SmolLM), qwen2, qwen3, gemma2, gemma3. "
+                    "Then run with model.path=OUT_DIR.")
+    import_gguf.add_argument("file", help="the .gguf file")
+    import_gguf.add_argument("out_dir", help="output directory (new or empty)")
+    import_gguf.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                             help="dtype of the written tensors (default float32)")
+    import_gguf.add_argument("--overwrite", action="store_true",
+                             help="let OUT_DIR replace a directory that nash_jax wrote before (one "
+                                  "holding its .nash-jax marker; never another directory or a file)")
+    import_gguf.set_defaults(handler=_import_gguf)
     return parser
 
 

@@ -22,6 +22,7 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", False)
 
+from tests.real_checkpoints import gemma3_dir, smollm2_dir  # noqa: E402,F401  (session fixtures)
 from tests.tiny_hf import hf_model_dir  # noqa: E402,F401  (a fixture for every test directory)
 
 

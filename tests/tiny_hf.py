@@ -27,9 +27,14 @@ VARIANTS = {
 }
 
 
-def build_torch_model(variant, seed=0):
+def build_torch_model(variant, seed=0, **overrides):
     config_class, model_class, extra = VARIANTS[variant]
-    config = getattr(transformers, config_class)(**{**COMMON, **extra})
+    return random_torch_model(config_class, model_class, {**COMMON, **extra, **overrides}, seed)
+
+
+def random_torch_model(config_class, model_class, values, seed=0):
+    """A transformers model of `config_class(**values)`, every parameter re-drawn at random."""
+    config = getattr(transformers, config_class)(**values)
     torch.manual_seed(seed)
     model = getattr(transformers, model_class)(config).eval()
     with torch.no_grad():

@@ -175,6 +175,20 @@ def save_pretrained(model, path, *, tokenizer_dir=None, max_shard_bytes=DEFAULT_
     tensors = loading.checkpoint_tensors(nnx.state(model, nnx.Param), key_map(config))
     if jax.process_index() != 0:
         return path
+    write_safetensors(path, tensors, max_shard_bytes)
+    write_text_atomically(path / "config.json", json.dumps(hf, indent=2, sort_keys=True))
+    source = Path(tokenizer_dir or _SOURCE_DIRS.get(model, "") or path)
+    if source.resolve() != path.resolve():
+        for name in TOKENIZER_FILES:
+            if (source / name).is_file():
+                write_atomically(path / name, lambda tmp, name=name: shutil.copyfile(source / name, tmp))
+    return path
+
+
+def write_safetensors(path, tensors, max_shard_bytes=DEFAULT_MAX_SHARD_BYTES):
+    """{HF key: numpy tensor} -> model.safetensors, or shards of ≤ max_shard_bytes with their index
+    (and no stale file of the other layout left beside them). Each file is written and renamed."""
+    path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     shards = _split_shards(tensors, max_shard_bytes)
     for name, shard in shards.items():
@@ -191,13 +205,6 @@ def save_pretrained(model, path, *, tokenizer_dir=None, max_shard_bytes=DEFAULT_
         index.unlink(missing_ok=True)
         for stale in path.glob("model-*-of-*.safetensors"):
             stale.unlink()
-    write_text_atomically(path / "config.json", json.dumps(hf, indent=2, sort_keys=True))
-    source = Path(tokenizer_dir or _SOURCE_DIRS.get(model, "") or path)
-    if source.resolve() != path.resolve():
-        for name in TOKENIZER_FILES:
-            if (source / name).is_file():
-                write_atomically(path / name, lambda tmp, name=name: shutil.copyfile(source / name, tmp))
-    return path
 
 
 def _split_shards(tensors, max_bytes):

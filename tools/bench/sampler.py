@@ -41,6 +41,39 @@ def torch_mixture_no_cache(policy, reference, beta, prompt, new_tokens, generato
     return seq
 
 
+def bench_k_samples(policy, torch_policy, prompts, k, new, *, case, pad_id=0, repeats=2):
+    """K samples of `new` tokens per prompt (no EOS: every one runs the full length) with nash_jax's
+    sampler and with transformers generate on the same prompts, left-padded; prints one JSON line."""
+    keys = iter(range(100))
+
+    def ours():
+        s = generate(policy, prompts, num_samples=k, max_new_tokens=new, key=jax.random.PRNGKey(next(keys)))
+        assert s.lengths.min() == new
+
+    width = max(map(len, prompts))
+    batch = torch.zeros((len(prompts), width), dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        batch[i, width - len(p):], mask[i, width - len(p):] = torch.tensor(p), 1
+
+    def peer():
+        with torch.no_grad():
+            out = torch_policy.generate(batch, attention_mask=mask, do_sample=True, temperature=1.0,
+                                        top_p=1.0, top_k=0, num_return_sequences=k,
+                                        max_new_tokens=new, min_new_tokens=new, pad_token_id=pad_id)
+        assert out.shape[1] == width + new
+
+    compile_s, ours_times = timings(ours, repeats=repeats)
+    _, peer_times = timings(peer, repeats=repeats)
+    tokens = len(prompts) * k * new
+    ours_s, peer_s = min(ours_times), min(peer_times)
+    emit(case=case, prompts=len(prompts), samples_per_prompt=k, new_tokens=new,
+         tokens_per_s=round(tokens / ours_s, 1), time_s=round(ours_s, 3), compile_s=round(compile_s, 2),
+         peer=f"transformers generate(do_sample=True, num_return_sequences={k})",
+         peer_tokens_per_s=round(tokens / peer_s, 1), peer_time_s=round(peer_s, 3),
+         ratio=round(peer_s / ours_s, 3), fraction_of_peak=None)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--prompts", type=int, default=8)
@@ -60,37 +93,9 @@ def main():
         torch_reference.save_pretrained(f"{tmp}/reference")
         policy, reference = load_pretrained(f"{tmp}/policy"), load_pretrained(f"{tmp}/reference")
 
-    # K samples per prompt.
-    prompts = random_prompts(args.prompts, config.vocab_size)
-    k, new = args.samples, args.new_tokens
+    bench_k_samples(policy, torch_policy, random_prompts(args.prompts, config.vocab_size),
+                    args.samples, args.new_tokens, case="k_samples")
     keys = iter(range(100))
-
-    def ours():
-        s = generate(policy, prompts, num_samples=k, max_new_tokens=new, key=jax.random.PRNGKey(next(keys)))
-        assert s.lengths.min() == new
-
-    width = max(map(len, prompts))
-    batch = torch.zeros((len(prompts), width), dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for i, p in enumerate(prompts):
-        batch[i, width - len(p):], mask[i, width - len(p):] = torch.tensor(p), 1
-
-    def peer():
-        with torch.no_grad():
-            out = torch_policy.generate(batch, attention_mask=mask, do_sample=True, temperature=1.0,
-                                        top_p=1.0, top_k=0, num_return_sequences=k,
-                                        max_new_tokens=new, min_new_tokens=new, pad_token_id=0)
-        assert out.shape[1] == width + new
-
-    compile_s, ours_times = timings(ours, repeats=2)
-    _, peer_times = timings(peer, repeats=2)
-    tokens = len(prompts) * k * new
-    ours_s, peer_s = min(ours_times), min(peer_times)
-    emit(case="k_samples", prompts=len(prompts), samples_per_prompt=k, new_tokens=new,
-         tokens_per_s=round(tokens / ours_s, 1), time_s=round(ours_s, 3), compile_s=round(compile_s, 2),
-         peer="transformers generate(do_sample=True, num_return_sequences=5)",
-         peer_tokens_per_s=round(tokens / peer_s, 1), peer_time_s=round(peer_s, 3),
-         ratio=round(peer_s / ours_s, 3), fraction_of_peak=None)
 
     # Geometric mixture.
     prompts = random_prompts(args.mixture_prompts, config.vocab_size, seed=1)

@@ -99,6 +99,37 @@ def child(impl, model_dir, b, t, vocab, repeats):
     print(json.dumps(result))
 
 
+def run_both(model_dir, b, t, repeats):
+    """(ours, peer): each implementation's step on model_dir's weights, in its own subprocess."""
+    results = {}
+    for impl in ("jax", "torch"):
+        out = subprocess.run([sys.executable, __file__, "--batch", str(b), "--length", str(t),
+                              "--repeats", str(repeats), "--child", impl, str(model_dir)],
+                             capture_output=True, text=True, cwd=Path(__file__).parent)
+        if out.returncode:
+            sys.exit(f"{impl} run failed:\n{out.stderr[-3000:]}")
+        results[impl] = json.loads(out.stdout.strip().splitlines()[-1])
+    return results["jax"], results["torch"]
+
+
+def emit_step(case, config, b, t, ours, peer):
+    """One JSON line: tokens/s of both steps, their ratio, and ours against the fp32 matmul peak."""
+    from model_step import matmul_peak_flops, step_flops
+
+    peak = matmul_peak_flops()
+    ours_s, peer_s = float(np.median(ours["times"])), float(np.median(peer["times"]))
+    tokens = b * (t - 1)
+    flops = step_flops(config, b, t - 1)
+    emit(case=case, batch=b, length=t, tokens_per_s=round(tokens / ours_s, 1),
+         time_s=round(ours_s, 4), compile_s=round(ours["compile_s"], 2),
+         peak_rss_mib=round(ours["peak_rss_mib"]), peer="torch transformers + AdamW (TRL-style step)",
+         peer_tokens_per_s=round(tokens / peer_s, 1), peer_time_s=round(peer_s, 4),
+         peer_peak_rss_mib=round(peer["peak_rss_mib"]), ratio=round(peer_s / ours_s, 3),
+         achieved_gflop_per_s=round(flops / ours_s / 1e9, 2),
+         matmul_peak_gflop_per_s=round(peak / 1e9, 2), fraction_of_peak=round(flops / ours_s / peak, 3),
+         first_loss=ours["loss"], peer_first_loss=peer["loss"], torch_threads=peer["threads"])
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--batch", type=int, default=8)
@@ -107,7 +138,7 @@ def main():
     parser.add_argument("--child", nargs=2, metavar=("IMPL", "MODEL_DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     b, t = args.batch, args.length
-    from model_step import MODEL, matmul_peak_flops, step_flops
+    from model_step import MODEL
 
     if args.child:
         return child(*args.child, b, t, MODEL["vocab_size"], args.repeats)
@@ -115,31 +146,12 @@ def main():
     import torch
     import transformers
 
-    peak = matmul_peak_flops()
     config = transformers.LlamaConfig(**MODEL)
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
         transformers.LlamaForCausalLM(config).save_pretrained(tmp)
-        results = {}
-        for impl in ("jax", "torch"):
-            out = subprocess.run([sys.executable, __file__, "--batch", str(b), "--length", str(t),
-                                  "--repeats", str(args.repeats), "--child", impl, tmp],
-                                 capture_output=True, text=True, cwd=Path(__file__).parent)
-            if out.returncode:
-                sys.exit(f"{impl} run failed:\n{out.stderr[-3000:]}")
-            results[impl] = json.loads(out.stdout.strip().splitlines()[-1])
-    ours, peer = results["jax"], results["torch"]
-    ours_s, peer_s = float(np.median(ours["times"])), float(np.median(peer["times"]))
-    tokens = b * (t - 1)
-    flops = step_flops(config, b, t - 1)
-    emit(case="sppo_step_llama25m", batch=b, length=t, tokens_per_s=round(tokens / ours_s, 1),
-         time_s=round(ours_s, 4), compile_s=round(ours["compile_s"], 2),
-         peak_rss_mib=round(ours["peak_rss_mib"]), peer="torch transformers + AdamW (TRL-style step)",
-         peer_tokens_per_s=round(tokens / peer_s, 1), peer_time_s=round(peer_s, 4),
-         peer_peak_rss_mib=round(peer["peak_rss_mib"]), ratio=round(peer_s / ours_s, 3),
-         achieved_gflop_per_s=round(flops / ours_s / 1e9, 2),
-         matmul_peak_gflop_per_s=round(peak / 1e9, 2), fraction_of_peak=round(flops / ours_s / peak, 3),
-         first_loss=ours["loss"], peer_first_loss=peer["loss"], torch_threads=peer["threads"])
+        ours, peer = run_both(tmp, b, t, args.repeats)
+    emit_step("sppo_step_llama25m", config, b, t, ours, peer)
 
 
 if __name__ == "__main__":

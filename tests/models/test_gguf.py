@@ -1,0 +1,217 @@
+"""`nash-jax import-gguf`: tiny GGUF files written by the gguf package's writer (each type it can
+quantise, Q/K permuted as llama.cpp permutes them) imported tensor by tensor, loaded in nash_jax and
+transformers with the same logits, and every refusal one line with nothing left behind."""
+
+import json
+import os
+import subprocess
+import sys
+
+import gguf
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+import transformers
+from safetensors.numpy import load_file
+
+from nash_jax import cli
+from nash_jax.models import load_pretrained
+from nash_jax.models.gguf import import_gguf
+from tests.tiny_gguf import WRITABLE_TYPES, gguf_tensors, round_trip, write_gguf
+from tests.tiny_hf import build_torch_model, random_torch_model, torch_logits
+
+# Rows a multiple of 32 (every block type's block) in every 2-D weight.
+LLAMA = dict(hidden_size=64, intermediate_size=96, head_dim=16)
+GEMMA3 = dict(vocab_size=101, hidden_size=64, intermediate_size=96, num_hidden_layers=7,
+              num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+              sliding_window=4, query_pre_attn_scalar=16)
+TOKENS = np.random.default_rng(3).integers(0, 101, (2, 12))
+
+
+@pytest.fixture(scope="module")
+def tiny_llama():
+    return build_torch_model("llama_gqa", **LLAMA)
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma3():
+    return random_torch_model("Gemma3TextConfig", "Gemma3ForCausalLM", GEMMA3)
+
+
+def imported_tensors(path):
+    return load_file(path / "model.safetensors")
+
+
+def max_diff(a, b):
+    return float(np.max(np.abs(np.asarray(a, np.float32) - np.asarray(b, np.float32))))
+
+
+def leftovers(parent, name):
+    return [p.name for p in parent.iterdir() if name in p.name]
+
+
+@pytest.mark.parametrize("type_name", WRITABLE_TYPES)
+def test_each_tensor_type_imports_as_the_dequantised_hf_tensor(type_name, tiny_llama, tmp_path):
+    file = write_gguf(tmp_path / "tiny.gguf", tiny_llama, "llama", type_name)
+    imported = imported_tensors(import_gguf(file, tmp_path / "out").path)
+    original = {k: v.float().numpy() for k, v in tiny_llama.state_dict().items()}
+    assert sorted(imported) == sorted(original)
+    worst = 0.0
+    for key, value in original.items():
+        # Quantisation is row-wise, so dequantise(quantise(permute(W))) = permute(dequantise(quantise(W))):
+        # the import must give back exactly what the file holds, in Hugging Face's row order.
+        expected = round_trip(value, type_name)
+        assert imported[key].dtype == np.float32 and imported[key].shape == value.shape, key
+        assert max_diff(imported[key], expected) == 0.0, (key, max_diff(imported[key], expected))
+        worst = max(worst, max_diff(imported[key], value) / float(np.abs(value).max()))
+    print(f"{type_name}: every tensor equals the file's; worst error against fp32 {worst:.1e} of max")
+    assert worst < 0.15
+
+
+def test_imported_llama_gives_transformers_logits_in_nash_jax_and_transformers(tiny_llama, tmp_path):
+    file = write_gguf(tmp_path / "tiny.gguf", tiny_llama, "llama", "F32")
+    out = import_gguf(file, tmp_path / "out").path
+    expected = torch_logits(tiny_llama, TOKENS)
+    ours, _ = load_pretrained(out)(jnp.asarray(TOKENS))
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    reference = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path, gguf_file=file.name, dtype=torch.float32).eval()
+    diffs = {"nash_jax": max_diff(ours, expected), "transformers": max_diff(torch_logits(theirs, TOKENS),
+                                                                            expected),
+             "transformers' GGUF loader": max_diff(torch_logits(reference, TOKENS), expected)}
+    print("imported tiny llama, max |logit - original|:", {k: f"{v:.1e}" for k, v in diffs.items()})
+    assert diffs["nash_jax"] <= 1e-4 and diffs["transformers"] <= 1e-5, diffs
+    assert diffs["transformers' GGUF loader"] <= 1e-5, diffs
+
+
+def test_tokenizer_encodes_as_transformers_gguf_tokenizer(tiny_llama, tmp_path):
+    file = write_gguf(tmp_path / "tiny.gguf", tiny_llama, "llama", "F32")
+    out = import_gguf(file, tmp_path / "out").path
+    ours = transformers.AutoTokenizer.from_pretrained(out)
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file=file.name)
+    for text in ["the theme", "  th he!", "<|im_start|>user\nhi<|im_end|>"]:
+        assert ours(text).input_ids == theirs(text).input_ids, text
+    chat = [{"role": "user", "content": "the he"}]
+    assert ours.apply_chat_template(chat, tokenize=False) == theirs.apply_chat_template(chat,
+                                                                                        tokenize=False)
+    assert (ours.bos_token, ours.eos_token) == ("<|im_start|>", "<|im_end|>")
+    assert json.loads((out / "generation_config.json").read_text())["eos_token_id"] == 2
+
+
+def test_bfloat16_import_is_the_float32_import_rounded(tiny_llama, tmp_path):
+    file = write_gguf(tmp_path / "tiny.gguf", tiny_llama, "llama", "Q8_0")
+    f32 = imported_tensors(import_gguf(file, tmp_path / "f32").path)
+    bf16 = imported_tensors(import_gguf(file, tmp_path / "bf16", dtype="bfloat16").path)
+    for key, value in f32.items():
+        assert bf16[key].dtype.name == "bfloat16"
+        assert max_diff(bf16[key], value.astype(bf16[key].dtype)) == 0.0, key
+    assert json.loads((tmp_path / "bf16" / "config.json").read_text())["dtype"] == "bfloat16"
+
+
+def test_gemma3_imports_tensor_by_tensor_with_its_config(tiny_gemma3, tmp_path):
+    file = write_gguf(tmp_path / "gemma.gguf", tiny_gemma3, "gemma3", "F32")
+    out = import_gguf(file, tmp_path / "out").path
+    imported = imported_tensors(out)
+    original = {k: v.float().numpy() for k, v in tiny_gemma3.state_dict().items()
+                if k != "lm_head.weight"}  # tied
+    assert sorted(imported) == sorted(original)
+    for key, value in original.items():  # norms come back from w + 1 - 1, exact to float32 rounding
+        assert max_diff(imported[key], value) <= 1e-6, (key, max_diff(imported[key], value))
+    config = json.loads((out / "config.json").read_text())
+    want = tiny_gemma3.config.to_dict()
+    for key in ("model_type", "layer_types", "sliding_window", "head_dim", "query_pre_attn_scalar",
+                "rope_parameters", "num_key_value_heads", "tie_word_embeddings", "hidden_size",
+                "num_hidden_layers", "vocab_size", "hidden_activation"):
+        assert config[key] == want[key], (key, config[key], want[key])
+    assert config["architectures"] == ["Gemma3ForCausalLM"]
+    assert config["rms_norm_eps"] == pytest.approx(want["rms_norm_eps"])
+    # (transformers' own GGUF loader is no reference here: it leaves query_pre_attn_scalar at 256,
+    # the value of the real Gemma 3 files up to 12B, where llama.cpp reads head_dim (16 in this one).)
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    expected = torch_logits(tiny_gemma3, TOKENS)
+    diff = max_diff(torch_logits(theirs, TOKENS), expected)
+    ours, _ = load_pretrained(out)(jnp.asarray(TOKENS))
+    print(f"imported tiny gemma3 vs the original, max |Δlogit|: transformers {diff:.1e}, "
+          f"nash_jax {max_diff(ours, expected):.1e}")
+    assert diff <= 1e-5 and max_diff(ours, expected) <= 1e-4, (diff, max_diff(ours, expected))
+
+
+def test_import_needs_no_torch(tiny_llama, tmp_path):
+    file = write_gguf(tmp_path / "tiny.gguf", tiny_llama, "llama", "Q8_0")
+    # sys.modules["torch"] = None: `import torch` fails, and transformers finds no torch either.
+    code = ("import sys; sys.modules['torch'] = None; from nash_jax.models.gguf import import_gguf; "
+            f"import_gguf({str(file)!r}, {str(tmp_path / 'no_torch')!r})")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with_torch = imported_tensors(import_gguf(file, tmp_path / "with_torch").path)
+    without = imported_tensors(tmp_path / "no_torch")
+    assert all(np.array_equal(without[key], value) for key, value in with_torch.items())
+
+
+def test_cli_prints_one_line_and_refuses_an_existing_directory(tiny_llama, tmp_path, capsys):
+    file = write_gguf(tmp_path / "tiny.gguf", tiny_llama, "llama", "Q4_0")
+    assert cli.main(["import-gguf", str(file), str(tmp_path / "out"), "--dtype", "bfloat16"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert "\n" not in line and "llama (LlamaForCausalLM)" in line and "parameters" in line, line
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine")
+    assert cli.main(["import-gguf", str(file), str(tmp_path / "taken")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "refusing to replace" in error, error
+    assert os.listdir(tmp_path / "taken") == ["notes.txt"]
+
+
+def _unknown_architecture(tiny_llama, path):
+    tensors = gguf_tensors(tiny_llama, "llama")
+    write_gguf(path, tiny_llama, "falcon", tensors=tensors)
+    return "architecture 'falcon' is not supported; supported: ['gemma2', 'gemma3', 'llama'"
+
+
+def _unsupported_type(tiny_llama, path):
+    write_gguf(path, tiny_llama, "llama")
+    reader = gguf.GGUFReader(path)  # relabel one tensor as a type the gguf package cannot read
+    tensor = next(t for t in reader.tensors if t.name == "blk.0.attn_q.weight")
+    _retype(path, tensor, gguf.GGMLQuantizationType.Q8_1)
+    return "tensor blk.0.attn_q.weight"
+
+
+def _truncated(tiny_llama, path):
+    write_gguf(path, tiny_llama, "llama")
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) - 5000])
+    return "is not a complete GGUF file"
+
+
+def _corrupt(tiny_llama, path):
+    path.write_bytes(b"GGUX" + bytes(200))
+    return "is not a complete GGUF file"
+
+
+def _unmapped_name(tiny_llama, path):
+    tensors = gguf_tensors(tiny_llama, "llama")
+    tensors["blk.0.attn_gate.weight"] = np.zeros((64, 64), np.float32)
+    write_gguf(path, tiny_llama, "llama", tensors=tensors)
+    return "tensor blk.0.attn_gate.weight has no Hugging Face name"
+
+
+def _retype(path, tensor, qtype):
+    """Rewrite the type id of `tensor` in its info record, in place (it follows the name, dims)."""
+    data = bytearray(path.read_bytes())
+    name = tensor.name.encode()
+    start = data.index(name) + len(name) + 4 + 8 * len(tensor.shape)
+    assert int.from_bytes(data[start:start + 4], "little") == tensor.tensor_type
+    data[start:start + 4] = int(qtype).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("make", [_unknown_architecture, _unsupported_type, _truncated, _corrupt,
+                                  _unmapped_name], ids=lambda f: f.__name__.strip("_"))
+def test_bad_files_are_one_line_errors_with_nothing_written(make, tiny_llama, tmp_path):
+    expected = make(tiny_llama, tmp_path / "bad.gguf")
+    with pytest.raises(ValueError) as err:
+        import_gguf(tmp_path / "bad.gguf", tmp_path / "out")
+    message = str(err.value)
+    print(message)
+    assert expected in message and "\n" not in message and "bad.gguf" in message, message
+    assert leftovers(tmp_path, "out") == []
