@@ -9,8 +9,6 @@ import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as Q
 
-from nash_jax.models.gguf import permute_rotary_rows
-
 # Types the gguf package can write (quantize) as well as read; the K-quants it only reads.
 WRITABLE_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
 CONTROL, NORMAL = 3, 1
@@ -36,6 +34,14 @@ def gguf_tensors(torch_model, arch):
             value = value + 1.0
         tensors[f"{names.get_name(base)}.{suffix}"] = value
     return tensors
+
+
+def permute_rotary_rows(weights, heads):
+    """llama.cpp's own `permute`, HF rows -> GGUF rows (the inverse of
+    nash_jax.models.gguf.unpermute_rotary_rows), to write test files as llama.cpp writes them."""
+    half = weights.shape[0] // heads // 2
+    rows = weights.reshape(heads, 2, half, *weights.shape[1:])
+    return rows.swapaxes(1, 2).reshape(weights.shape)
 
 
 def quantised(value, type_name):

@@ -266,10 +266,3 @@ def unpermute_rotary_rows(weights, heads):
     rows = weights.reshape(heads, half, 2, *weights.shape[1:])
     return rows.swapaxes(1, 2).reshape(weights.shape)
 
-
-def permute_rotary_rows(weights, heads):
-    """llama.cpp's own `permute`, HF rows -> GGUF rows (the inverse of unpermute_rotary_rows): used to
-    write test files as llama.cpp writes them."""
-    half = weights.shape[0] // heads // 2
-    rows = weights.reshape(heads, 2, half, *weights.shape[1:])
-    return rows.swapaxes(1, 2).reshape(weights.shape)
