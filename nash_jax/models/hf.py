@@ -146,12 +146,26 @@ def load_pretrained(path, *, mesh=None, dtype="float32", param_dtype=None, remat
     config = config_from_hf(hf, dtype=dtype, param_dtype=param_dtype,
                             source=str(path / "config.json"))
     config = dataclasses.replace(config, remat=remat, attention=attention, scan_layers=scan_layers)
-    graphdef, state = nnx.split(nnx.eval_shape(lambda: Llama(config, rngs=nnx.Rngs(0))))
+    graphdef, state = abstract_model(config)
     loading.load_into(state, key_map(config), loading.SafetensorsSource(_weight_files(path)),
                       mesh=mesh, what=f"checkpoint {path} does not match the {hf['model_type']} model")
     model = nnx.merge(graphdef, state)
     _SOURCE_DIRS[model] = str(path)
     return model
+
+
+def abstract_model(config):
+    """(graphdef, abstract state) of the model of `config`: shapes and dtypes, no arrays."""
+    return nnx.split(nnx.eval_shape(lambda: Llama(config, rngs=nnx.Rngs(0))))
+
+
+def checkpoint_problems(hf, shapes, *, source="config.json"):
+    """What load_pretrained would refuse in a checkpoint of {HF key: shape} under config.json's dict
+    `hf`: a line for every missing, unexpected and mis-shaped tensor (empty when it loads)."""
+    config = config_from_hf(hf, source=source)
+    shape_only = {key: jax.ShapeDtypeStruct(tuple(shape), "float32") for key, shape in shapes.items()}
+    return loading.check_source(abstract_model(config)[1], key_map(config),
+                                loading.ArraySource(shape_only))[1]
 
 
 def key_map(config):
