@@ -9,11 +9,10 @@ import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as Q
 
-from nash_jax.models.gguf import permute_rotary_rows
-
 # Types the gguf package can write (quantize) as well as read; the K-quants it only reads.
 WRITABLE_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
 CONTROL, NORMAL = 3, 1
+MERGES = ("t h", "h e", "\u0120 t")
 CHAT_TEMPLATE = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
 
 
@@ -38,6 +37,14 @@ def gguf_tensors(torch_model, arch):
     return tensors
 
 
+def permute_rotary_rows(weights, heads):
+    """llama.cpp's own `permute`, HF rows -> GGUF rows (the inverse of
+    nash_jax.models.gguf.unpermute_rotary_rows), to write test files as llama.cpp writes them."""
+    half = weights.shape[0] // heads // 2
+    rows = weights.reshape(heads, 2, half, *weights.shape[1:])
+    return rows.swapaxes(1, 2).reshape(weights.shape)
+
+
 def quantised(value, type_name):
     """(data, raw_dtype) for GGUFWriter.add_tensor: 1-D tensors stay F32."""
     if value.ndim == 1 or type_name == "F32":
@@ -54,8 +61,10 @@ def round_trip(value, type_name):
     return np.asarray(gguf.quants.dequantize(data, qtype) if qtype is not None else data, np.float32)
 
 
-def write_gguf(path, torch_model, arch, type_name="F32", *, tensors=None, extra_metadata=None):
-    """A GGUF file of `torch_model` (or of `tensors`, GGUF name -> array) for architecture `arch`."""
+def write_gguf(path, torch_model, arch, type_name="F32", *, tensors=None, extra_metadata=None,
+               tokenizer=True, merges=MERGES):
+    """A GGUF file of `torch_model` (or of `tensors`, GGUF name -> array) for architecture `arch`;
+    without `tokenizer`, no tokenizer.* metadata; `merges` those of a byte-level BPE (llama)."""
     config = torch_model.config
     writer = gguf.GGUFWriter(path, arch)
     writer.add_uint32(f"{arch}.block_count", config.num_hidden_layers)
@@ -72,7 +81,8 @@ def write_gguf(path, torch_model, arch, type_name="F32", *, tensors=None, extra_
         writer.add_uint32(f"{arch}.attention.sliding_window", config.sliding_window)
     for key, value in (extra_metadata or {}).items():
         writer.add_key_value(key, value, *_value_type(value))
-    _add_tokenizer(writer, config.vocab_size, sentencepiece=arch.startswith("gemma"))
+    if tokenizer:
+        _add_tokenizer(writer, config.vocab_size, merges, sentencepiece=arch.startswith("gemma"))
     for name, value in (tensors if tensors is not None else gguf_tensors(torch_model, arch)).items():
         data, qtype = quantised(value, type_name)
         writer.add_tensor(name, data, raw_dtype=qtype)
@@ -96,7 +106,7 @@ def _value_type(value):
     return (gguf.GGUFValueType.UINT32,)
 
 
-def _add_tokenizer(writer, vocab_size, *, sentencepiece):
+def _add_tokenizer(writer, vocab_size, merges, *, sentencepiece):
     """A byte-level BPE (as SmolLM's) or a sentencepiece vocabulary (as Gemma's) of vocab_size tokens."""
     if sentencepiece:
         specials = ["<pad>", "<eos>", "<bos>", "<unk>"]
@@ -114,7 +124,7 @@ def _add_tokenizer(writer, vocab_size, *, sentencepiece):
         writer.add_bos_token_id(2)
         writer.add_eos_token_id(1)
     else:
-        writer.add_token_merges(["t h", "h e", "\u0120 t"])
+        writer.add_token_merges(list(merges))
         writer.add_bos_token_id(1)
         writer.add_eos_token_id(2)
         writer.add_chat_template(CHAT_TEMPLATE)

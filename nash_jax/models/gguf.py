@@ -6,14 +6,21 @@ is undone here: the Q/K row permutation of the `llama` architecture (its rotary 
 neighbouring rows, Hugging Face's pairs the two halves of a head) and the `+ 1` that Gemma's norms
 carry in GGUF (Hugging Face's Gemma norm computes `(1 + w)` itself). The metadata becomes a
 config.json through transformers' own config class (so every default is the one transformers' GGUF
-loader would apply), the tokenizer comes from `gguf_tokenizer`, and OUT_DIR is written whole or not
-at all.
+loader would apply; the metadata llama.cpp reads for sliding-window layers and the attention scale
+included), the tokenizer comes from `gguf_tokenizer`, and OUT_DIR is written whole or not at all.
+
+Before any tensor is dequantised, the metadata and the tokenizer are converted and every tensor's
+name, type and shape is checked against the model of that config.json, as nash_jax's loader checks a
+checkpoint (hf.checkpoint_problems). The tensors are then dequantised shard by shard while the
+safetensors files are written: the host holds one shard (≤ max_shard_bytes), not the whole model.
 """
 
 import dataclasses
 import json
+import math
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +91,9 @@ class Imported:
 
 def import_gguf(file, out_dir, *, dtype="float32", overwrite=False, max_shard_bytes=None):
     """Write the Hugging Face directory of GGUF `file` to `out_dir` (new or empty; with `overwrite`,
-    one nash_jax wrote before). Everything is read and checked before anything is written."""
+    one nash_jax wrote before). The metadata, tokenizer and every tensor's name, type and shape are
+    checked before any tensor is dequantised; tensors are then dequantised shard by shard as they
+    are written."""
     start = time.perf_counter()
     file, out_dir = Path(file), Path(out_dir)
     if dtype not in DTYPES:
@@ -93,21 +102,34 @@ def import_gguf(file, out_dir, *, dtype="float32", overwrite=False, max_shard_by
     reader = open_gguf(file)
     name = metadata(reader, "general.architecture", file)
     arch = architecture(name, file)
-    tensors = hf_tensors(reader, name, arch, file, dtype)
+    tensors = HFTensors(reader, name, arch, file, dtype)
     config = hf_config(reader, name, arch, file, tied="lm_head.weight" not in tensors)
     config["dtype"] = dtype
     tokenizer = gguf_tokenizer.tokenizer_from_gguf(reader, name, file)
+    check_tensors(config, tensors.shapes, file)
 
     def write(tmp):
-        hf.write_safetensors(tmp, tensors, max_shard_bytes or hf.DEFAULT_MAX_SHARD_BYTES)
+        hf.write_safetensors(tmp, tensors, max_shard_bytes or hf.DEFAULT_MAX_SHARD_BYTES,
+                             sizes=tensors.sizes)
         (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
         (tmp / "generation_config.json").write_text(
             json.dumps(generation_config(reader, config, file), indent=2))
         tokenizer.save_pretrained(tmp)
 
     write_dir_atomically(out_dir, write)
-    parameters = sum(t.size for t in tensors.values())
+    parameters = sum(math.prod(shape) for shape in tensors.shapes.values())
     return Imported(out_dir, name, parameters, time.perf_counter() - start)
+
+
+def check_tensors(config, shapes, file, shown=3):
+    """One line naming the first `shown` tensors that nash_jax's loader would refuse under `config`
+    (missing, unexpected, mis-shaped) and how many there are in all; nothing when it would load."""
+    problems = hf.checkpoint_problems(config, shapes, source=f"{file}'s metadata")
+    if problems:
+        more = f"; and {len(problems) - shown} more" if len(problems) > shown else ""
+        raise ValueError(f"{file}: its tensors do not match the {config['model_type']} model its "
+                         f"metadata describes ({len(problems)} problems): "
+                         f"{'; '.join(problems[:shown])}{more}")
 
 
 def open_gguf(file):
@@ -151,14 +173,10 @@ def hf_config(reader, name, arch, file, *, tied):
         metadata(reader, f"{name}.{key}", file)
     values = {}
     for key, hf_key in {**arch.config_keys, **_CONFIG_KEYS}.items():  # key_length wins
-        value = metadata(reader, f"{name}.{key}", file, default=None)
+        value = _number(reader, f"{name}.{key}", file)
         if value is not None:
-            if isinstance(value, list):
-                raise ValueError(f"{file}: metadata {name}.{key} is a list per layer ({value[:4]}...); "
-                                 "only one value for every layer is supported")
-            # GGUF floats are float32: their shortest float32 spelling, not 9.999999747378752e-06
-            values[hf_key] = float(str(np.float32(value))) if isinstance(value, float) else value
-    values.setdefault("vocab_size", len(reader.fields["tokenizer.ggml.tokens"].data))
+            values[hf_key] = value
+    values.setdefault("vocab_size", len(metadata(reader, "tokenizer.ggml.tokens", file)))
     for token in ("bos", "eos", "padding"):
         token_id = metadata(reader, f"tokenizer.ggml.{token}_token_id", file, default=None)
         if token_id is not None:
@@ -170,8 +188,74 @@ def hf_config(reader, name, arch, file, *, tied):
     (rope.get("full_attention") or rope).update(_rope_scaling(reader, name, file))
     if arch.norm_offset:
         hf["query_pre_attn_scalar"] = _gemma_attention_scale(hf)
+    for overrides in (_local_rope, _layer_types, _attention_scale):
+        hf.update(overrides(reader, name, file, hf))
     hf.pop("_name_or_path", None)
     return hf
+
+
+def _number(reader, key, file):
+    """A number of the metadata (None when absent), one value for every layer."""
+    value = metadata(reader, key, file, default=None)
+    if isinstance(value, list):
+        raise ValueError(f"{file}: metadata {key} is a list per layer ({value[:4]}...); only one "
+                         "value for every layer is supported")
+    # GGUF floats are float32: their shortest float32 spelling, not 9.999999747378752e-06
+    return float(str(np.float32(value))) if isinstance(value, float) else value
+
+
+def _no_place(file, key, what, name, field):
+    return ValueError(f"{file}: metadata {key} ({what}) is not supported for architecture {name}: "
+                      f"its config has no {field}")
+
+
+def _local_rope(reader, name, file, hf):
+    """{rope_parameters} with the sliding-window layers' own rope base (Gemma 3's), or {}."""
+    key = f"{name}.rope.freq_base_swa"
+    base = _number(reader, key, file)
+    if base is None:
+        return {}
+    rope = hf["rope_parameters"]
+    if "sliding_attention" not in rope:
+        raise _no_place(file, key, "a rope base for the sliding-window layers", name,
+                        "rope for sliding-window layers")
+    return {"rope_parameters": {**rope, "sliding_attention": {**rope["sliding_attention"],
+                                                              "rope_theta": base}}}
+
+
+def _layer_types(reader, name, file, hf):
+    """{layer_types} of the file's sliding-window pattern, or {}. The pattern is one bool a layer
+    (sliding or not), or llama.cpp's period n: layer i slides unless i % n == n - 1 (all for n = 0)."""
+    key = f"{name}.attention.sliding_window_pattern"
+    pattern = metadata(reader, key, file, default=None)
+    if pattern is None:
+        return {}
+    if hf.get("layer_types") is None or not hf.get("sliding_window"):
+        raise _no_place(file, key, "which layers attend in a sliding window", name,
+                        "sliding-window layers")
+    layers = hf["num_hidden_layers"]
+    if isinstance(pattern, list) and len(pattern) != layers:
+        raise ValueError(f"{file}: metadata {key} has {len(pattern)} entries; expected one per layer "
+                         f"({layers})")
+    sliding = ([bool(s) for s in pattern] if isinstance(pattern, list) else
+               [pattern == 0 or i % pattern < pattern - 1 for i in range(layers)])
+    return {"layer_types": ["sliding_attention" if s else "full_attention" for s in sliding]}
+
+
+def _attention_scale(reader, name, file, hf):
+    """{query_pre_attn_scalar} of the file's attention scale (queries are scaled by scalar**-0.5),
+    or {}."""
+    key = f"{name}.attention.scale"
+    scale = _number(reader, key, file)
+    if scale is None:
+        return {}
+    if "query_pre_attn_scalar" not in hf:
+        raise _no_place(file, key, "the attention's query scale", name, "query_pre_attn_scalar")
+    if not scale > 0:
+        raise ValueError(f"{file}: metadata {key} = {scale}; expected a positive scale")
+    scalar = scale ** -2
+    return {"query_pre_attn_scalar": round(scalar) if abs(scalar - round(scalar)) <= 1e-6 * scalar
+            else scalar}
 
 
 def _rope_scaling(reader, name, file):
@@ -205,23 +289,42 @@ def generation_config(reader, config, file):
     return {key: value for key, value in values.items() if value is not None}
 
 
-def hf_tensors(reader, name, arch, file, dtype):
-    """{HF key: dequantised tensor in `dtype`} of every tensor of the file, llama.cpp's changes undone."""
-    heads = metadata(reader, f"{name}.attention.head_count", file)
-    kv_heads = metadata(reader, f"{name}.attention.head_count_kv", file, default=heads)
-    target = np.float32 if dtype == "float32" else _bfloat16()
-    tensors = {}
-    for tensor in reader.tensors:
-        key = hf_key(tensor.name, arch, file)
-        weights = dequantize(tensor, file)
-        if arch.permuted_qk and ".self_attn.q_proj." in key:
-            weights = unpermute_rotary_rows(weights, heads)
-        elif arch.permuted_qk and ".self_attn.k_proj." in key:
-            weights = unpermute_rotary_rows(weights, kv_heads)
-        if arch.norm_offset and key.endswith("norm.weight"):
-            weights = weights - np.float32(arch.norm_offset)
-        tensors[key] = np.ascontiguousarray(weights.astype(target))
-    return tensors
+class HFTensors(Mapping):
+    """{HF key: tensor in `dtype`} of every tensor of the file, each dequantised (llama.cpp's changes
+    undone) only when asked for. Names, types and shapes are checked on construction, from the
+    header alone; `shapes` and `sizes` (bytes) are known without reading any data."""
+
+    def __init__(self, reader, name, arch, file, dtype):
+        self.arch, self.file = arch, file
+        self.heads = metadata(reader, f"{name}.attention.head_count", file)
+        self.kv_heads = metadata(reader, f"{name}.attention.head_count_kv", file, default=self.heads)
+        self.dtype = np.dtype(np.float32 if dtype == "float32" else _bfloat16())
+        self._gguf = {}
+        for tensor in reader.tensors:
+            gguf_values(first_row(tensor), tensor, file)  # a type the gguf package reads
+            self._gguf[hf_key(tensor.name, arch, file)] = tensor
+        self.shapes = {key: hf_shape(tensor) for key, tensor in self._gguf.items()}
+        self.sizes = {key: math.prod(shape) * self.dtype.itemsize
+                      for key, shape in self.shapes.items()}
+
+    def __getitem__(self, key):
+        weights = dequantize(self._gguf[key], self.file)
+        if self.arch.permuted_qk and ".self_attn.q_proj." in key:
+            weights = unpermute_rotary_rows(weights, self.heads)
+        elif self.arch.permuted_qk and ".self_attn.k_proj." in key:
+            weights = unpermute_rotary_rows(weights, self.kv_heads)
+        if self.arch.norm_offset and key.endswith("norm.weight"):
+            weights = weights - np.float32(self.arch.norm_offset)
+        return np.ascontiguousarray(weights.astype(self.dtype))
+
+    def __contains__(self, key):  # without reading the tensor, as Mapping's would
+        return key in self._gguf
+
+    def __iter__(self):
+        return iter(self._gguf)
+
+    def __len__(self):
+        return len(self._gguf)
 
 
 def _bfloat16():
@@ -246,17 +349,32 @@ def hf_key(name, arch, file):
                      f"{arch.model_type}; known: {', '.join(known)} (.weight/.bias)")
 
 
+def hf_shape(tensor):
+    """The tensor's shape in Hugging Face's [out, in] order (GGUF lists dimensions reversed)."""
+    return tuple(int(n) for n in reversed(tensor.shape))
+
+
+def first_row(tensor):
+    """The first row of the tensor's data, as the file stores it (blocks of a quantised type)."""
+    return tensor.data.reshape(-1, tensor.data.shape[-1])[:1]
+
+
 def dequantize(tensor, file):
-    """The tensor as float32 in Hugging Face's [out, in] order (GGUF lists dimensions reversed)."""
+    """The tensor as float32 in Hugging Face's shape."""
+    values = gguf_values(tensor.data, tensor, file)
+    return np.asarray(values, dtype=np.float32).reshape(hf_shape(tensor))
+
+
+def gguf_values(data, tensor, file):
+    """`data` (rows of `tensor`) dequantised by the gguf package; a one-line error for a type it
+    cannot read."""
     import gguf
 
     try:
-        values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+        return gguf.quants.dequantize(data, tensor.tensor_type)
     except (NotImplementedError, gguf.quants.QuantError, KeyError):
         raise ValueError(f"{file}: tensor {tensor.name} has type {tensor.tensor_type.name}, which the "
                          "gguf package cannot dequantise") from None
-    shape = tuple(int(n) for n in reversed(tensor.shape))
-    return np.asarray(values, dtype=np.float32).reshape(shape)
 
 
 def unpermute_rotary_rows(weights, heads):
@@ -266,10 +384,3 @@ def unpermute_rotary_rows(weights, heads):
     rows = weights.reshape(heads, half, 2, *weights.shape[1:])
     return rows.swapaxes(1, 2).reshape(weights.shape)
 
-
-def permute_rotary_rows(weights, heads):
-    """llama.cpp's own `permute`, HF rows -> GGUF rows (the inverse of unpermute_rotary_rows): used to
-    write test files as llama.cpp writes them."""
-    half = weights.shape[0] // heads // 2
-    rows = weights.reshape(heads, 2, half, *weights.shape[1:])
-    return rows.swapaxes(1, 2).reshape(weights.shape)

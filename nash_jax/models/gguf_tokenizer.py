@@ -17,11 +17,13 @@ def tokenizer_from_gguf(reader, architecture, file):
     from transformers.integrations.gguf import convert_gguf_tokenizer
 
     tokenizer_dict, tokenizer_config = tokenizer_metadata(reader, file)
-    try:
+    try:  # the tokenizers library raises plain Exceptions (a merge of tokens not in the vocabulary)
         backend, extra = convert_gguf_tokenizer(architecture, tokenizer_dict)
-    except ValueError as err:
-        raise ValueError(f"{file}: {err}") from None
-    return PreTrainedTokenizerFast(tokenizer_object=backend, **tokenizer_config, **extra)
+        return PreTrainedTokenizerFast(tokenizer_object=backend, **tokenizer_config, **extra)
+    except Exception as err:
+        first_line = (str(err).strip() or type(err).__name__).splitlines()[0]
+        raise ValueError(f"{file}: cannot build its tokenizer from the tokenizer.* metadata: "
+                         f"{first_line}") from None
 
 
 def tokenizer_metadata(reader, file):

@@ -146,12 +146,26 @@ def load_pretrained(path, *, mesh=None, dtype="float32", param_dtype=None, remat
     config = config_from_hf(hf, dtype=dtype, param_dtype=param_dtype,
                             source=str(path / "config.json"))
     config = dataclasses.replace(config, remat=remat, attention=attention, scan_layers=scan_layers)
-    graphdef, state = nnx.split(nnx.eval_shape(lambda: Llama(config, rngs=nnx.Rngs(0))))
+    graphdef, state = abstract_model(config)
     loading.load_into(state, key_map(config), loading.SafetensorsSource(_weight_files(path)),
                       mesh=mesh, what=f"checkpoint {path} does not match the {hf['model_type']} model")
     model = nnx.merge(graphdef, state)
     _SOURCE_DIRS[model] = str(path)
     return model
+
+
+def abstract_model(config):
+    """(graphdef, abstract state) of the model of `config`: shapes and dtypes, no arrays."""
+    return nnx.split(nnx.eval_shape(lambda: Llama(config, rngs=nnx.Rngs(0))))
+
+
+def checkpoint_problems(hf, shapes, *, source="config.json"):
+    """What load_pretrained would refuse in a checkpoint of {HF key: shape} under config.json's dict
+    `hf`: a line for every missing, unexpected and mis-shaped tensor (empty when it loads)."""
+    config = config_from_hf(hf, source=source)
+    shape_only = {key: jax.ShapeDtypeStruct(tuple(shape), "float32") for key, shape in shapes.items()}
+    return loading.check_source(abstract_model(config)[1], key_map(config),
+                                loading.ArraySource(shape_only))[1]
 
 
 def key_map(config):
@@ -185,19 +199,26 @@ def save_pretrained(model, path, *, tokenizer_dir=None, max_shard_bytes=DEFAULT_
     return path
 
 
-def write_safetensors(path, tensors, max_shard_bytes=DEFAULT_MAX_SHARD_BYTES):
+def write_safetensors(path, tensors, max_shard_bytes=DEFAULT_MAX_SHARD_BYTES, *, sizes=None):
     """{HF key: numpy tensor} -> model.safetensors, or shards of ≤ max_shard_bytes with their index
-    (and no stale file of the other layout left beside them). Each file is written and renamed."""
+    (and no stale file of the other layout left beside them). Each file is written and renamed.
+
+    `tensors` may be any mapping that makes a tensor when asked for it (with `sizes`, {key: bytes},
+    so that it is asked only while its shard is written): then the host holds one shard at a time."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    shards = _split_shards(tensors, max_shard_bytes)
-    for name, shard in shards.items():
-        write_atomically(path / name,
-                         lambda tmp, shard=shard: save_file(shard, tmp, metadata={"format": "pt"}))
+    sizes = sizes if sizes is not None else {key: t.nbytes for key, t in tensors.items()}
+    shards = _split_shards(sizes, max_shard_bytes)
+
+    def save(tmp, keys):
+        save_file({key: tensors[key] for key in keys}, tmp, metadata={"format": "pt"})
+
+    for name, keys in shards.items():
+        write_atomically(path / name, lambda tmp, keys=keys: save(tmp, keys))
     index = path / "model.safetensors.index.json"
     if len(shards) > 1:
-        weight_map = {key: name for name, shard in shards.items() for key in shard}
-        total = sum(t.nbytes for t in tensors.values())
+        weight_map = {key: name for name, keys in shards.items() for key in keys}
+        total = sum(sizes.values())
         write_text_atomically(index, json.dumps(
             {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))},
             indent=2))
@@ -207,15 +228,15 @@ def write_safetensors(path, tensors, max_shard_bytes=DEFAULT_MAX_SHARD_BYTES):
             stale.unlink()
 
 
-def _split_shards(tensors, max_bytes):
-    """{file name: {key: tensor}}, greedily packing keys in order into files of ≤ max_bytes."""
-    groups, current, size = [], {}, 0
-    for key in sorted(tensors):
-        nbytes = tensors[key].nbytes
+def _split_shards(sizes, max_bytes):
+    """{file name: [key]} of {key: bytes}, greedily packing keys in order into files of ≤ max_bytes."""
+    groups, current, size = [], [], 0
+    for key in sorted(sizes):
+        nbytes = sizes[key]
         if current and size + nbytes > max_bytes:
             groups.append(current)
-            current, size = {}, 0
-        current[key] = tensors[key]
+            current, size = [], 0
+        current.append(key)
         size += nbytes
     groups.append(current)
     if len(groups) == 1:

@@ -218,6 +218,15 @@ def plan_load(state, key_map, source, *, prefix="", what="checkpoint"):
 
     Raises one ValueError naming every unexpected, mis-shaped and missing tensor.
     """
+    plan, problems = check_source(state, key_map, source, prefix=prefix)
+    if problems:
+        raise ValueError(f"{what} ({len(problems)} problems):\n  " + "\n  ".join(problems))
+    return plan
+
+
+def check_source(state, key_map, source, *, prefix=""):
+    """(plan, problems): plan_load's plan, and a line for every unexpected, mis-shaped and missing
+    tensor of `source` (only its keys and shapes are read)."""
     variables = flat_variables(state)
     plan, problems = {}, []
     for key in source.keys():
@@ -250,9 +259,7 @@ def plan_load(state, key_map, source, *, prefix="", what="checkpoint"):
                 where = f"layer {layer} of parameter {path}" if stacked else f"parameter {path}"
                 problems.append(f"missing tensor {hf_key!r} (for {where})" if hf_key else
                                 f"no checkpoint rule for {where}")
-    if problems:
-        raise ValueError(f"{what} ({len(problems)} problems):\n  " + "\n  ".join(problems))
-    return plan
+    return plan, problems
 
 
 def load_into(state, key_map, source, *, mesh=None, axis_rules=None, prefix="",

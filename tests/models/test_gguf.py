@@ -16,7 +16,8 @@ import transformers
 from safetensors.numpy import load_file
 
 from nash_jax import cli
-from nash_jax.models import load_pretrained
+from nash_jax.models import gguf as gguf_import
+from nash_jax.models import hf, load_pretrained
 from nash_jax.models.gguf import import_gguf
 from tests.tiny_gguf import WRITABLE_TYPES, gguf_tensors, round_trip, write_gguf
 from tests.tiny_hf import build_torch_model, random_torch_model, torch_logits
@@ -137,6 +138,27 @@ def test_gemma3_imports_tensor_by_tensor_with_its_config(tiny_gemma3, tmp_path):
     assert diff <= 1e-5 and max_diff(ours, expected) <= 1e-4, (diff, max_diff(ours, expected))
 
 
+def test_gemma3_sliding_window_metadata_sets_its_rope_pattern_and_attention_scale(tmp_path):
+    values = dict(GEMMA3, query_pre_attn_scalar=64,
+                  layer_types=["full_attention" if i % 3 == 2 else "sliding_attention" for i in range(7)],
+                  rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                                   "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}})
+    model = random_torch_model("Gemma3TextConfig", "Gemma3ForCausalLM", values)
+    metadata = {"gemma3.rope.freq_base_swa": 100.0, "gemma3.attention.sliding_window_pattern": 3,
+                "gemma3.attention.scale": 0.125}  # 64 ** -0.5
+    file = write_gguf(tmp_path / "gemma.gguf", model, "gemma3", "F32", extra_metadata=metadata)
+    out = import_gguf(file, tmp_path / "out").path
+    config = json.loads((out / "config.json").read_text())
+    want = model.config.to_dict()
+    for key in ("layer_types", "rope_parameters", "query_pre_attn_scalar"):
+        assert config[key] == want[key], (key, config[key], want[key])
+    expected = torch_logits(model, TOKENS)
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    ours, _ = load_pretrained(out)(jnp.asarray(TOKENS))
+    assert max_diff(torch_logits(theirs, TOKENS), expected) <= 1e-5
+    assert max_diff(ours, expected) <= 1e-4, max_diff(ours, expected)
+
+
 def test_import_needs_no_torch(tiny_llama, tmp_path):
     file = write_gguf(tmp_path / "tiny.gguf", tiny_llama, "llama", "Q8_0")
     # sys.modules["torch"] = None: `import torch` fails, and transformers finds no torch either.
@@ -195,6 +217,47 @@ def _unmapped_name(tiny_llama, path):
     return "tensor blk.0.attn_gate.weight has no Hugging Face name"
 
 
+def _only_embedding(tiny_llama, path):
+    tensors = {"token_embd.weight": gguf_tensors(tiny_llama, "llama")["token_embd.weight"]}
+    write_gguf(path, tiny_llama, "llama", tensors=tensors)
+    return "missing tensor 'model.layers.0."  # every layer (and so "... and N more"), not tied
+
+
+def _mis_shaped(tiny_llama, path):
+    tensors = gguf_tensors(tiny_llama, "llama")
+    tensors["blk.1.ffn_up.weight"] = tensors["blk.1.ffn_up.weight"][:64]
+    write_gguf(path, tiny_llama, "llama", tensors=tensors)
+    return "tensor 'model.layers.1.mlp.up_proj.weight' has shape [64, 64]; expected [96, 64]"
+
+
+def _layer_beyond_the_count(tiny_llama, path):
+    tensors = gguf_tensors(tiny_llama, "llama")
+    tensors["blk.9.attn_norm.weight"] = np.ones(64, np.float32)
+    write_gguf(path, tiny_llama, "llama", tensors=tensors)
+    return "(1 problems): unexpected tensor 'model.layers.9.input_layernorm.weight'"
+
+
+def _no_vocabulary(tiny_llama, path):
+    write_gguf(path, tiny_llama, "llama", tokenizer=False)
+    return "metadata tokenizer.ggml.tokens is missing"
+
+
+def _merge_out_of_vocabulary(tiny_llama, path):
+    write_gguf(path, tiny_llama, "llama", merges=["t h", "zz q"])  # the tokenizers library: Exception
+    return "cannot build its tokenizer from the tokenizer.* metadata: Error while initializing BPE"
+
+
+def _attention_scale_on_llama(tiny_llama, path):
+    write_gguf(path, tiny_llama, "llama", extra_metadata={"llama.attention.scale": 0.5})
+    return "metadata llama.attention.scale (the attention's query scale) is not supported"
+
+
+def _sliding_pattern_on_llama(tiny_llama, path):
+    write_gguf(path, tiny_llama, "llama",
+               extra_metadata={"llama.attention.sliding_window_pattern": 2})
+    return "metadata llama.attention.sliding_window_pattern (which layers attend in a sliding window)"
+
+
 def _retype(path, tensor, qtype):
     """Rewrite the type id of `tensor` in its info record, in place (it follows the name, dims)."""
     data = bytearray(path.read_bytes())
@@ -206,12 +269,56 @@ def _retype(path, tensor, qtype):
 
 
 @pytest.mark.parametrize("make", [_unknown_architecture, _unsupported_type, _truncated, _corrupt,
-                                  _unmapped_name], ids=lambda f: f.__name__.strip("_"))
-def test_bad_files_are_one_line_errors_with_nothing_written(make, tiny_llama, tmp_path):
+                                  _unmapped_name, _only_embedding, _mis_shaped,
+                                  _layer_beyond_the_count, _no_vocabulary, _merge_out_of_vocabulary,
+                                  _attention_scale_on_llama, _sliding_pattern_on_llama],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_bad_files_are_one_line_errors_before_any_tensor_is_dequantised(make, tiny_llama, tmp_path,
+                                                                         monkeypatch):
     expected = make(tiny_llama, tmp_path / "bad.gguf")
+    dequantised = []
+    monkeypatch.setattr(gguf_import, "dequantize", lambda tensor, file: dequantised.append(tensor.name))
     with pytest.raises(ValueError) as err:
         import_gguf(tmp_path / "bad.gguf", tmp_path / "out")
     message = str(err.value)
     print(message)
     assert expected in message and "\n" not in message and "bad.gguf" in message, message
-    assert leftovers(tmp_path, "out") == []
+    assert dequantised == [] and leftovers(tmp_path, "out") == []
+
+
+def test_a_file_of_one_embedding_names_a_few_missing_tensors_and_counts_the_rest(tiny_llama,
+                                                                                 tmp_path):
+    _only_embedding(tiny_llama, tmp_path / "bad.gguf")
+    with pytest.raises(ValueError, match=r"\(\d+ problems\): missing tensor .*; and \d+ more$") as err:
+        import_gguf(tmp_path / "bad.gguf", tmp_path / "out")
+    assert str(err.value).count("missing tensor") == 3, str(err.value)
+
+
+def test_tensors_are_dequantised_shard_by_shard_as_they_are_written(tiny_llama, tmp_path,
+                                                                    monkeypatch):
+    file = write_gguf(tmp_path / "tiny.gguf", tiny_llama, "llama", "Q8_0")
+    events, dequantize, save_file = [], gguf_import.dequantize, hf.save_file
+
+    def dequantize_logged(tensor, file):
+        events.append("dequantise")
+        return dequantize(tensor, file)
+
+    def save_logged(shard, *args, **kwargs):
+        events.append(len(shard))
+        return save_file(shard, *args, **kwargs)
+
+    monkeypatch.setattr(gguf_import, "dequantize", dequantize_logged)
+    monkeypatch.setattr(hf, "save_file", save_logged)
+    out = import_gguf(file, tmp_path / "out", max_shard_bytes=40_000).path
+    # each shard's tensors are dequantised just before it is saved: never more than one shard's
+    shards, pending = [], 0
+    for event in events:
+        if event == "dequantise":
+            pending += 1
+        else:
+            shards.append((pending, event))  # (dequantised since the last save, tensors saved)
+            pending = 0
+    assert len(shards) > 2 and pending == 0 and all(n == saved for n, saved in shards), events
+    expected = torch_logits(tiny_llama, TOKENS)
+    ours, _ = load_pretrained(out)(jnp.asarray(TOKENS))
+    assert max_diff(ours, expected) <= 0.05, max_diff(ours, expected)
