@@ -118,3 +118,21 @@ def test_python_judge_errors_name_the_second_judges_key(python_judge_module):
     with pytest.raises(ValueError, match=rf"^eval.second_judge.function='{python_judge_module}:nope'"):
         make_judge(JudgeConfig(kind="python", function=f"{python_judge_module}:nope"),
                    key="eval.second_judge")
+
+
+def test_judge_command_asks_prompts_per_call_prompts_at_a_time(tmp_path, monkeypatch, capsys):
+    import importlib
+
+    (tmp_path / "counting_judge.py").write_text(
+        "import numpy as np\ncalls = []\n"
+        "def judge(prompts, candidates):\n"
+        "    calls.append(len(prompts))\n"
+        "    return np.full((len(prompts), 2, 2), 0.5)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("".join(json.dumps({"prompt": f"q{i}", "candidates": ["a", "b"]}) + "\n"
+                                for i in range(5)))
+    assert main(["judge", "--prompts", str(requests), "kind=python", "function=counting_judge:judge",
+                 "prompts_per_call=2"]) == 0
+    assert [json.loads(line)["index"] for line in capsys.readouterr().out.splitlines()] == [0, 1, 2, 3, 4]
+    assert importlib.import_module("counting_judge").calls == [2, 2, 1]
