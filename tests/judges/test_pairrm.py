@@ -203,7 +203,7 @@ def test_bfloat16_judge_stays_close_to_float32(pairrm_dir):
     args = (PROMPTS, [c[0] for c in CANDIDATES], [c[3] for c in CANDIDATES])
     full = PairRM.from_pretrained(path, batch_size=4).logits(*args)
     half = PairRM.from_pretrained(path, batch_size=4, dtype="bfloat16")
-    assert jax.tree.leaves(half._state)[0].dtype == jax.numpy.bfloat16
+    assert jax.tree.leaves(half.on_mesh.state)[0].dtype == jax.numpy.bfloat16
     diff = float(np.max(np.abs(half.logits(*args) - full)))
     print(f"PairRM logits: max |bf16 − fp32| = {diff:.3f} (fp32 logits up to {np.max(np.abs(full)):.2f})")
     assert diff <= 0.1 * max(1.0, float(np.max(np.abs(full)))), diff
