@@ -130,8 +130,9 @@ class JudgeConfig:
     kind: Literal["pairrm", "synthetic", "file", "llm", "reward_model", "python"] = "synthetic"
     path: str | None = None  # PairRM, LLM judge or reward model directory, or preference file
     mode: Literal["pairwise", "blender"] = "pairwise"  # PairRM only
-    # rows per device call: PairRM encoder rows, the LLM judge's ordered pairs (at least one prompt's
-    # K(K − 1)), the reward model's responses
+    # the most rows per device call: PairRM encoder rows, the LLM judge's ordered pairs (whole
+    # prompts), the reward model's responses; rounded down to a multiple of the mesh's data shards,
+    # but at least one row (the LLM judge: one prompt's K(K − 1)) per shard
     batch_size: int = 16
     prompts_per_call: int = 64
     dtype: Literal["float32", "bfloat16"] = "float32"  # llm, reward_model

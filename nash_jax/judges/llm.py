@@ -119,7 +119,8 @@ def common_prefix(rows):
 class LLMJudge(PreferenceModel):
     """A decoder (nash_jax.models) with its tokenizer as a pairwise judge; see the module docstring.
 
-    batch_size: ordered pairs per device call (at least one prompt's K(K − 1)); shared_prefill=False
+    batch_size: the most ordered pairs per device call, in whole prompts (on_mesh.per_call: at least
+    one prompt's K(K − 1) per data shard, whatever batch_size says); shared_prefill=False
     recomputes every pair's text from scratch (the same logits, for comparison)."""
 
     def __init__(self, model, tokenizer, *, template=DEFAULT_TEMPLATE, labels=("A", "B"),
@@ -182,8 +183,7 @@ class LLMJudge(PreferenceModel):
     def margins(self, rows_per_prompt):
         """ℓ [B, pairs] for each prompt's pair token lists, in device calls of whole prompts."""
         per_prompt = len(rows_per_prompt[0])
-        prompts_per_call = bucket_size(max(1, self.batch_size // per_prompt), multiple_of=self.on_mesh.shards,
-                                       what="LLM judge prompts per call")
+        prompts_per_call = self.on_mesh.per_call(self.batch_size, per_prompt)
         out = np.zeros((len(rows_per_prompt), per_prompt), np.float32)
         for start in range(0, len(rows_per_prompt), prompts_per_call):
             chunk = rows_per_prompt[start:start + prompts_per_call]

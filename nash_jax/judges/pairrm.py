@@ -96,7 +96,7 @@ class PairRM(PreferenceModel):
         self.length_buckets = tuple(sorted(length_buckets))
         self.net, self.tokenizer, self.marker_ids = net, tokenizer, marker_ids
         self.on_mesh = OnMesh(net, mesh)
-        self.batch_size = bucket_size(batch_size, multiple_of=self.on_mesh.shards, what="batch size")
+        self.batch_size = self.on_mesh.per_call(batch_size)
         self.mode = mode
         self.rows_computed = 0  # encoder rows run so far (pairs, not counting batch padding)
         # This judge's own jitted forward: its cache holds exactly the programs this judge compiled.

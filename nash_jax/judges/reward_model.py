@@ -77,13 +77,13 @@ def pooled_index(row, pad_id):
 
 
 class HFRewardModel(RewardModel):
-    """r(y | x) from a ScoredDecoder and its tokenizer; batch_size rows per device call, widths
-    bucketed to powers of two."""
+    """r(y | x) from a ScoredDecoder and its tokenizer; batch_size rows per device call (rounded down
+    to a multiple of the data shards, at least one per shard), widths bucketed to powers of two."""
 
     def __init__(self, net, tokenizer, pad_id, *, mesh=None, batch_size=16, max_tokens=4096):
         self.tokenizer, self.pad_id, self.max_tokens = tokenizer, pad_id, max_tokens
         self.on_mesh = OnMesh(net, mesh)
-        self.batch_size = bucket_size(batch_size, multiple_of=self.on_mesh.shards, what="batch size")
+        self.batch_size = self.on_mesh.per_call(batch_size)
         self._forward = self.on_mesh.jit(lambda net, *rows: net(*rows))
 
     @classmethod
