@@ -166,7 +166,7 @@ class LLMJudge(PreferenceModel):
 
     def pair_rows(self, prompts, candidates):
         """Per prompt, the token lists of its ordered pairs (i, j), i ≠ j, in row-major order; a text
-        longer than max_tokens is an error here, before anything runs."""
+        longer than max_tokens is an error here, before any device call."""
         k = len(candidates[0])
         pairs = [(i, j) for i in range(k) for j in range(k) if i != j]
         out = []
