@@ -45,8 +45,9 @@ def _judge(args):
     judge_config = config_lib.build(config_lib.JudgeConfig, values, "judge")
     prompts, candidates = read_judge_requests(args.prompts)
     judge = judges.make_judge(judge_config)
-    for start in range(0, len(prompts), args.prompts_per_call):
-        chunk = slice(start, start + args.prompts_per_call)
+    per_call = judge_config.prompts_per_call
+    for start in range(0, len(prompts), per_call):
+        chunk = slice(start, start + per_call)
         matrices, notes = judge.judgments(prompts[chunk], candidates[chunk])
         for offset, matrix in enumerate(matrices):
             print(json.dumps({"index": start + offset, "matrix": matrix.tolist(),
@@ -312,10 +313,10 @@ def build_parser():
     judge.add_argument("--batch-size", type=_positive_int, default=16,
                        help="rows per device call (PairRM encoder rows, LLM judge pairs, reward-model "
                             "responses)")
-    judge.add_argument("--prompts-per-call", type=_positive_int, default=64, help=argparse.SUPPRESS)
     judge.add_argument("settings", nargs="*", metavar="KEY=VALUE",
                        help="fields of the judge section (kind=llm, template=..., labels=[A,B], "
-                            "max_tokens=N, dtype=bfloat16, function=..., returns=...)")
+                            "max_tokens=N, dtype=bfloat16, function=..., returns=..., prompts_per_call=N: "
+                            "prompts per judge call)")
     judge.set_defaults(handler=_judge)
 
     run = commands.add_parser(

@@ -105,9 +105,9 @@ def export_policy(model, path, tokenizer_dir, *, in_run=True):
 # ---------------------------------------------------------------------------------------------------
 # judges
 
-def make_judge(judge_config, mesh=None):
+def make_judge(judge_config, mesh=None, key="judge"):
     """judges.make_judge (the public builder), looked up here so that tests can replace it."""
-    return judges.make_judge(judge_config, mesh)
+    return judges.make_judge(judge_config, mesh, key)
 
 
 def judge_matrices(judge, prompts, candidates, *, per_call, where, bar=None, crash_prefix=None,

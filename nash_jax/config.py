@@ -130,8 +130,9 @@ class JudgeConfig:
     kind: Literal["pairrm", "synthetic", "file", "llm", "reward_model", "python"] = "synthetic"
     path: str | None = None  # PairRM, LLM judge or reward model directory, or preference file
     mode: Literal["pairwise", "blender"] = "pairwise"  # PairRM only
-    # rows per device call: PairRM encoder rows, the LLM judge's ordered pairs (at least one prompt's
-    # K(K − 1)), the reward model's responses
+    # the most rows per device call: PairRM encoder rows, the LLM judge's ordered pairs (whole
+    # prompts), the reward model's responses; rounded down to a multiple of the mesh's data shards,
+    # but at least one row (the LLM judge: one prompt's K(K − 1)) per shard
     batch_size: int = 16
     prompts_per_call: int = 64
     dtype: Literal["float32", "bfloat16"] = "float32"  # llm, reward_model
@@ -142,11 +143,42 @@ class JudgeConfig:
     function: str | None = None  # python: "package.module:name"
     returns: Literal["preferences", "rewards"] = "preferences"  # python: what `function` returns
 
-    def __post_init__(self):
+    # the fields each kind reads besides `kind` (make_judge's builders; prompts_per_call: the callers);
+    # a field set away from its default for a kind that does not read it is refused
+    READS = {"synthetic": {"prompts_per_call"},
+             "file": {"path", "prompts_per_call"},
+             "pairrm": {"path", "mode", "batch_size", "prompts_per_call"},
+             "llm": {"path", "batch_size", "prompts_per_call", "dtype", "template", "labels",
+                     "max_tokens"},
+             "reward_model": {"path", "batch_size", "prompts_per_call", "dtype", "max_tokens"},
+             "python": {"function", "returns", "prompts_per_call"}}
+
+    def check_fields(self, key="judge"):
+        """The checks across fields (`build` runs them; errors name `key`, e.g. eval.second_judge)."""
         if self.kind == "python" and not self.function:
-            raise ValueError("judge.kind=python needs judge.function: \"package.module:name\"")
-        if len(self.labels) != 2:
-            raise ValueError(f"judge.labels={self.labels!r}; expected two labels (first, second)")
+            raise ValueError(f"{key}.kind=python needs {key}.function: \"package.module:name\"")
+        unread = sorted(set(_changed_fields(self)) - self.READS[self.kind] - {"kind"})
+        if unread:
+            name = unread[0]
+            readers = " or ".join(kind for kind, names in self.READS.items() if name in names)
+            raise ValueError(f"{key}.{name}={getattr(self, name)!r}: {key}.kind={self.kind} does not "
+                             f"read it; expected {key}.kind={readers}, or {key}.{name} left unset")
+        _check_labels(self.labels, f"{key}.labels")
+
+
+def _changed_fields(section):
+    """The names of the fields of dataclass `section` that differ from their defaults."""
+    for f in dataclasses.fields(section):
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        if getattr(section, f.name) != default:
+            yield f.name
+
+
+def _check_labels(labels, key):
+    if (len(labels) != 2 or not all(isinstance(label, str) and label.strip() for label in labels)
+            or labels[0] == labels[1]):
+        raise ValueError(f"{key}={list(labels)!r}; expected two different non-empty labels (the "
+                         "answers for the first and the second response)")
 
 
 @dataclass(frozen=True)
@@ -401,7 +433,10 @@ def build(cls, values, prefix=""):
         value = _convert(value, hints[name], key)
         _check_domain(cls, key, name, value)
         kwargs[name] = value
-    return cls(**kwargs)
+    section = cls(**kwargs)
+    if hasattr(section, "check_fields"):  # checks across fields, naming the section's key
+        section.check_fields(prefix)
+    return section
 
 
 def _check_domain(cls, key, name, value):

@@ -87,8 +87,9 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
     controlled = length_controlled_table(judged, np.array([s["lengths"] for s in samples]))
     second = None
     if config.eval.second_judge is not None:
-        second_judge = components.make_judge(config.eval.second_judge, mesh)
-        second = win_rate_table(second_judge, prompts, responses, config.judge.prompts_per_call).tolist()
+        second_judge = components.make_judge(config.eval.second_judge, mesh, "eval.second_judge")
+        second = win_rate_table(second_judge, prompts, responses,
+                                config.eval.second_judge.prompts_per_call).tolist()
     metrics = runs.read_metrics(run / "metrics.jsonl")
     per_iterate = []
     for label, s in zip(labels, samples):

@@ -2,22 +2,25 @@
 import path, and `make_judge`, the one builder from a JudgeConfig.
 
 Each kind has a check (run by `check_judge` before anything starts: paths, families, templates,
-imports) and a builder, in two tables keyed by `judge.kind`. Builders import their module when called,
+imports) and a builder, in two tables keyed by `judge.kind`; config.JudgeConfig.READS, the third
+table, lists the fields each kind reads (the others must stay at their defaults). Builders import their module when called,
 so that importing this package loads no model code.
 """
 
 from pathlib import Path
 
 
-def make_judge(judge_config, mesh=None):
-    """The PreferenceModel a JudgeConfig names, on `mesh` where it runs a model (one device without)."""
-    check_judge(judge_config)
-    return BUILDERS[judge_config.kind](judge_config, mesh)
+def make_judge(judge_config, mesh=None, key="judge"):
+    """The PreferenceModel a JudgeConfig names, on `mesh` where it runs a model (one device without);
+    errors name `key` (judge, eval.second_judge)."""
+    check_judge(judge_config, key)
+    return BUILDERS[judge_config.kind](judge_config, mesh, key)
 
 
 def check_judge(judge_config, key="judge"):
     """What can be checked of a judge before anything runs (FileNotFoundError or ValueError naming
     `key`, the value and what was expected)."""
+    judge_config.check_fields(key)
     CHECKS[judge_config.kind](judge_config, key)
 
 
@@ -76,26 +79,26 @@ CHECKS = {"synthetic": _no_check, "file": _check_file, "pairrm": _check_pairrm, 
 # ---------------------------------------------------------------------------------------------------
 # builders
 
-def _synthetic(judge_config, mesh):
+def _synthetic(judge_config, mesh, key):
     from nash_jax.tasks import synthetic
 
     return synthetic.SyntheticOracle()
 
 
-def _file(judge_config, mesh):
+def _file(judge_config, mesh, key):
     from nash_jax.judges.simple import FileJudge
 
     return FileJudge(judge_config.path)
 
 
-def _pairrm(judge_config, mesh):
+def _pairrm(judge_config, mesh, key):
     from nash_jax.judges.pairrm import PairRM
 
     return PairRM.from_pretrained(judge_config.path, mesh=mesh, batch_size=judge_config.batch_size,
                                   mode=judge_config.mode)
 
 
-def _llm(judge_config, mesh):
+def _llm(judge_config, mesh, key):
     from nash_jax.judges.llm import DEFAULT_TEMPLATE, LLMJudge
 
     return LLMJudge.from_pretrained(
@@ -104,7 +107,7 @@ def _llm(judge_config, mesh):
         max_tokens=judge_config.max_tokens, batch_size=judge_config.batch_size)
 
 
-def _reward_model(judge_config, mesh):
+def _reward_model(judge_config, mesh, key):
     from nash_jax.judges.reward_model import HFRewardModel
     from nash_jax.judges.simple import RewardJudge
 
@@ -113,10 +116,10 @@ def _reward_model(judge_config, mesh):
         batch_size=judge_config.batch_size))
 
 
-def _python(judge_config, mesh):
+def _python(judge_config, mesh, key):
     from nash_jax.judges.simple import FunctionJudge, RewardJudge, import_function
 
-    function = import_function(judge_config.function, "judge.function")
+    function = import_function(judge_config.function, f"{key}.function")
     return RewardJudge(function) if judge_config.returns == "rewards" else FunctionJudge(function)
 
 

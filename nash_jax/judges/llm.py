@@ -23,15 +23,13 @@ bucketed, so the same programs serve every call with the same K.
 import logging
 import string
 
-import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 from scipy.special import expit
 
-from nash_jax import parallel
 from nash_jax.core.losses import logits_from_hidden
 from nash_jax.judges.base import PreferenceModel
+from nash_jax.judges.on_mesh import MIN_WIDTH, OnMesh
 from nash_jax.models.llama import KVCache, positions_from_segments
 from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.padding import bucket_size, right_pad
@@ -44,7 +42,6 @@ DEFAULT_TEMPLATE = (
     "Prompt:\n{prompt}\n\nResponse A:\n{a}\n\nResponse B:\n{b}\n\n"
     "Answer with a single letter, A or B.")
 FIELDS = ("prompt", "a", "b")
-MIN_WIDTH = 16  # the narrowest bucket (powers of two above it)
 
 
 def check_template(template, key="judge.template"):
@@ -122,7 +119,8 @@ def common_prefix(rows):
 class LLMJudge(PreferenceModel):
     """A decoder (nash_jax.models) with its tokenizer as a pairwise judge; see the module docstring.
 
-    batch_size: ordered pairs per device call (at least one prompt's K(K − 1)); shared_prefill=False
+    batch_size: the most ordered pairs per device call, in whole prompts (on_mesh.per_call: at least
+    one prompt's K(K − 1) per data shard, whatever batch_size says); shared_prefill=False
     recomputes every pair's text from scratch (the same logits, for comparison)."""
 
     def __init__(self, model, tokenizer, *, template=DEFAULT_TEMPLATE, labels=("A", "B"),
@@ -130,19 +128,14 @@ class LLMJudge(PreferenceModel):
         check_template(template)
         self.template, self.tokenizer, self.max_tokens = template, tokenizer, max_tokens
         self.labels = label_ids(tokenizer, labels)
-        self.mesh = mesh or parallel.make_mesh(devices=jax.devices()[:1])
-        self.shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
+        self.on_mesh = OnMesh(model, mesh)
         self.batch_size, self.shared_prefill = batch_size, shared_prefill
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.config = model.config
-        graphdef, state = nnx.split(model)
-        self._state = jax.device_put(state, parallel.state_shardings(state, self.mesh))
         labels = self.labels
         # This judge's own jitted programs: their caches hold exactly what this judge compiled.
-        self._shared = jax.jit(lambda state, *rows: shared_prefill_margins(
-            nnx.merge(graphdef, state), *rows, labels))
-        self._scratch = jax.jit(lambda state, *rows: from_scratch_margins(
-            nnx.merge(graphdef, state), *rows, labels))
+        self._shared = self.on_mesh.jit(lambda model, *rows: shared_prefill_margins(model, *rows, labels))
+        self._scratch = self.on_mesh.jit(lambda model, *rows: from_scratch_margins(model, *rows, labels))
         self.pairs_computed = 0
 
     @classmethod
@@ -173,7 +166,7 @@ class LLMJudge(PreferenceModel):
 
     def pair_rows(self, prompts, candidates):
         """Per prompt, the token lists of its ordered pairs (i, j), i ≠ j, in row-major order; a text
-        longer than max_tokens is an error here, before anything runs."""
+        longer than max_tokens is an error here, before any device call."""
         k = len(candidates[0])
         pairs = [(i, j) for i in range(k) for j in range(k) if i != j]
         out = []
@@ -190,8 +183,7 @@ class LLMJudge(PreferenceModel):
     def margins(self, rows_per_prompt):
         """ℓ [B, pairs] for each prompt's pair token lists, in device calls of whole prompts."""
         per_prompt = len(rows_per_prompt[0])
-        prompts_per_call = bucket_size(max(1, self.batch_size // per_prompt), multiple_of=self.shards,
-                                       what="LLM judge prompts per call")
+        prompts_per_call = self.on_mesh.per_call(self.batch_size, per_prompt)
         out = np.zeros((len(rows_per_prompt), per_prompt), np.float32)
         for start in range(0, len(rows_per_prompt), prompts_per_call):
             chunk = rows_per_prompt[start:start + prompts_per_call]
@@ -201,10 +193,6 @@ class LLMJudge(PreferenceModel):
             out[start:start + prompts_per_call] = values[:len(out) - start]
         self.pairs_computed += len(rows_per_prompt) * per_prompt
         return out
-
-    def _place(self, *arrays):
-        return [parallel.place_global_array(a, parallel.batch_sharding(self.mesh, a.ndim))
-                for a in arrays]
 
     def _run_shared(self, chunk):
         prefixes = [common_prefix(rows) for rows in chunk]
@@ -219,15 +207,14 @@ class LLMJudge(PreferenceModel):
                 heads[b, head_width - n:], head_segments[b, head_width - n:] = rows[0][:n], 1
         tokens, segments = right_pad(rests, rest_width, self.pad_id)
         last = np.asarray([len(r) - 1 for r in rests], np.int32)
-        return parallel.gather_to_host(self._shared(self._state, *self._place(
-            heads, head_segments, tokens, segments, last)))
+        return self.on_mesh.run(self._shared, heads, head_segments, tokens, segments, last)
 
     def _run_scratch(self, chunk):
         rows = [row for rows in chunk for row in rows]
         width = bucket_size(max(len(r) for r in rows), minimum=MIN_WIDTH, what="LLM judge text length")
         tokens, segments = right_pad(rows, width, self.pad_id)
         last = np.asarray([len(r) - 1 for r in rows], np.int32)
-        return parallel.gather_to_host(self._scratch(self._state, *self._place(tokens, segments, last)))
+        return self.on_mesh.run(self._scratch, tokens, segments, last)
 
     def _judgments(self, prompts, candidates):
         k = len(candidates[0])

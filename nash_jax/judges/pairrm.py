@@ -15,14 +15,13 @@ score_i = mean_j (s(i, j) − s(j, i)), which mixes every other candidate into e
 import logging
 from pathlib import Path
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from scipy.special import expit
 
-from nash_jax import parallel
 from nash_jax.judges.base import PreferenceModel
+from nash_jax.judges.on_mesh import OnMesh, default_mesh
 from nash_jax.models import deberta
 from nash_jax.models.deberta import Linear, config_from_hf
 from nash_jax.models.hf import read_config
@@ -96,16 +95,12 @@ class PairRM(PreferenceModel):
                              f"the largest ≥ {TOTAL_MAX_TOKENS} (the longest row PairRM builds)")
         self.length_buckets = tuple(sorted(length_buckets))
         self.net, self.tokenizer, self.marker_ids = net, tokenizer, marker_ids
-        self.mesh = mesh or parallel.make_mesh(devices=jax.devices()[:1])
-        shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
-        self.batch_size = bucket_size(batch_size, multiple_of=shards, what="batch size")
+        self.on_mesh = OnMesh(net, mesh)
+        self.batch_size = self.on_mesh.per_call(batch_size)
         self.mode = mode
         self.rows_computed = 0  # encoder rows run so far (pairs, not counting batch padding)
-        graphdef, state = nnx.split(net)
-        self._graphdef = graphdef
-        self._state = jax.device_put(state, parallel.state_shardings(state, self.mesh))
         # This judge's own jitted forward: its cache holds exactly the programs this judge compiled.
-        self._forward = jax.jit(lambda state, *rows: nnx.merge(graphdef, state)(*rows))
+        self._forward = self.on_mesh.jit(lambda net, *rows: net(*rows))
         self.shapes_run = set()  # (rows, width) of every batch shape run so far
         self._specials = sorted({SOURCE, CANDIDATE1, CANDIDATE2, CANDIDATE,
                                  *tokenizer.all_special_tokens})
@@ -118,7 +113,7 @@ class PairRM(PreferenceModel):
         path = Path(path)
         hf = read_config(path)
         config = config_from_hf(hf, dtype=dtype, source=str(path / "config.json"))
-        mesh = mesh or parallel.make_mesh(devices=jax.devices()[:1])
+        mesh = default_mesh(mesh)
         graphdef, state = nnx.split(nnx.eval_shape(lambda: PairRMNet(
             deberta.Deberta(config, rngs=nnx.Rngs(0)),
             PairwiseHead(config.hidden_size, config.param_dtype, nnx.Rngs(0)))))
@@ -177,7 +172,6 @@ class PairRM(PreferenceModel):
         its longest row, run jitted."""
         out = np.empty(len(rows), np.float32)
         order = np.argsort([len(r) for r in rows], kind="stable")  # similar lengths share a bucket
-        sharding = parallel.batch_sharding(self.mesh, 2)
         for start in range(0, len(rows), self.batch_size):
             chunk = order[start:start + self.batch_size]
             width = bucket_size(max(len(rows[i]) for i in chunk), self.length_buckets,
@@ -194,10 +188,7 @@ class PairRM(PreferenceModel):
                 log.info("PairRM: compiling the encoder for %d rows × %d tokens (shape %d of this "
                          "judge)", self.batch_size, width, len(self.shapes_run))
             # every process holds the same rows (multi-process: each places its share)
-            placed = [parallel.place_global_array(x, sharding) for x in (ids, mask)]
-            marks = parallel.place_global_array(marks, sharding)
-            logits = self._forward(self._state, *placed, marks)
-            out[chunk] = parallel.gather_to_host(logits)[:len(chunk)]
+            out[chunk] = self.on_mesh.run(self._forward, ids, mask, marks)[:len(chunk)]
         self.rows_computed += len(rows)
         return out
 

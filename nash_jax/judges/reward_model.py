@@ -13,13 +13,12 @@ import dataclasses
 import logging
 from pathlib import Path
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from nash_jax import parallel
 from nash_jax.judges.base import RewardModel
+from nash_jax.judges.on_mesh import MIN_WIDTH, OnMesh
 from nash_jax.models import hf, loading
 from nash_jax.models.llama import Llama
 from nash_jax.models.params import param
@@ -27,8 +26,6 @@ from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.padding import bucket_size, right_pad
 
 log = logging.getLogger(__name__)
-
-MIN_WIDTH = 16
 
 
 class ScoredDecoder(nnx.Module):
@@ -80,17 +77,14 @@ def pooled_index(row, pad_id):
 
 
 class HFRewardModel(RewardModel):
-    """r(y | x) from a ScoredDecoder and its tokenizer; batch_size rows per device call, widths
-    bucketed to powers of two."""
+    """r(y | x) from a ScoredDecoder and its tokenizer; batch_size rows per device call (rounded down
+    to a multiple of the data shards, at least one per shard), widths bucketed to powers of two."""
 
     def __init__(self, net, tokenizer, pad_id, *, mesh=None, batch_size=16, max_tokens=4096):
         self.tokenizer, self.pad_id, self.max_tokens = tokenizer, pad_id, max_tokens
-        self.mesh = mesh or parallel.make_mesh(devices=jax.devices()[:1])
-        shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
-        self.batch_size = bucket_size(batch_size, multiple_of=shards, what="batch size")
-        graphdef, state = nnx.split(net)
-        self._state = jax.device_put(state, parallel.state_shardings(state, self.mesh))
-        self._forward = jax.jit(lambda state, *rows: nnx.merge(graphdef, state)(*rows))
+        self.on_mesh = OnMesh(net, mesh)
+        self.batch_size = self.on_mesh.per_call(batch_size)
+        self._forward = self.on_mesh.jit(lambda net, *rows: net(*rows))
 
     @classmethod
     def from_pretrained(cls, path, *, mesh=None, dtype="float32", **kwargs):
@@ -124,7 +118,5 @@ class HFRewardModel(RewardModel):
             width = bucket_size(max(len(r) for r in batch), minimum=MIN_WIDTH, what="reward model row")
             tokens, segments = right_pad(batch, width, fill)
             last = np.asarray([pooled_index(r, self.pad_id) for r in batch], np.int32)
-            placed = [parallel.place_global_array(a, parallel.batch_sharding(self.mesh, a.ndim))
-                      for a in (tokens, segments, last)]
-            out[chunk] = parallel.gather_to_host(self._forward(self._state, *placed))[:len(chunk)]
+            out[chunk] = self.on_mesh.run(self._forward, tokens, segments, last)[:len(chunk)]
         return out

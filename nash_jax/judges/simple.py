@@ -31,7 +31,7 @@ class RewardJudge(PreferenceModel):
         self.reward = reward if isinstance(reward, RewardModel) else CallableReward(reward)
 
     def rewards(self, prompts, responses):
-        """[N] the scalar rewards behind the preferences (for the recipes that read rewards)."""
+        """[N] the scalar rewards behind the preferences, for users' code (no recipe reads them)."""
         return self.reward.rewards(prompts, responses)
 
     def _prob_matrix(self, prompts, candidates):

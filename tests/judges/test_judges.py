@@ -99,3 +99,13 @@ def test_reward_models_return_one_finite_reward_per_response_or_say_which_is_wro
     # the Bradley-Terry judge over a reward model is the same judge as over its function
     judge = RewardJudge(lengths)
     np.testing.assert_allclose(judge.prob(["p"], ["abc"], ["a"]), [1 / (1 + np.exp(-2.0))])
+
+
+@pytest.mark.parametrize("batch_size, shards, per_item, expected", [
+    (60, 1, 12, 5), (96, 1, 12, 8), (11, 1, 12, 1), (60, 1, 1, 60), (6, 1, 1, 6), (60, 8, 1, 56),
+    (60, 8, 12, 8), (3, 8, 1, 8), (24, 2, 12, 2), (36, 2, 12, 2)])
+def test_per_call_never_exceeds_batch_size_beyond_one_item_per_shard(batch_size, shards, per_item,
+                                                                     expected):
+    from nash_jax.judges.on_mesh import per_call
+
+    assert per_call(batch_size, shards, per_item) == expected

@@ -93,6 +93,19 @@ def test_shared_prefill_equals_from_scratch_with_the_same_programs_across_calls(
     assert diff < 1e-5, f"8-device mesh: max |Δℓ| = {diff}"
 
 
+def test_device_calls_hold_at_most_batch_size_pairs_in_one_shape(tiny_judge_dir):
+    judge = LLMJudge.from_pretrained(tiny_judge_dir("llm")[0], template=TINY_TEMPLATE, labels=LABELS,
+                                     batch_size=60)
+    rows = []
+    run = judge.on_mesh.run
+    judge.on_mesh.run = lambda program, *arrays: rows.append(arrays[2].shape[0]) or run(program, *arrays)
+    rng = np.random.default_rng(0)
+    for n in (7, 3):  # K = 4: 12 pairs a prompt, 5 prompts (60 pairs) a call, not 8 (96)
+        judge.prob_matrix([words(rng, 5) for _ in range(n)],
+                          [[words(rng, 3) for _ in range(4)] for _ in range(n)])
+    assert rows == [60, 60, 60]
+
+
 def test_position_inconsistency_is_measured_on_a_judge_that_prefers_the_first_slot(tiny_judge_dir):
     rng = np.random.default_rng(1)
     prompts = [words(rng, 12) for _ in range(2)]

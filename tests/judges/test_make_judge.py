@@ -70,3 +70,69 @@ def test_judge_command_takes_a_python_judge_and_an_llm_judge(python_judge_module
     assert 0.0 <= line["position_inconsistency"] <= 1.0
     assert main(["judge", "--prompts", str(requests), "kind=llm", "path=/nowhere"]) == 2
     assert "judge.path=/nowhere: does not exist" in capsys.readouterr().err
+
+
+def test_every_kind_lists_the_fields_it_reads():
+    assert set(JudgeConfig.READS) == KINDS
+
+
+@pytest.mark.parametrize("key", ["judge", "eval.second_judge"])
+@pytest.mark.parametrize("kind, setting", [
+    ("pairrm", {"function": "pkg:f"}), ("pairrm", {"returns": "rewards"}),
+    ("pairrm", {"template": "{prompt} {a} {b}"}), ("pairrm", {"labels": ["x", "y"]}),
+    ("pairrm", {"max_tokens": 8}), ("pairrm", {"dtype": "bfloat16"}), ("synthetic", {"path": "p"}),
+    ("python", {"batch_size": 4}), ("reward_model", {"mode": "blender"}), ("file", {"labels": ["x", "y"]}),
+])
+def test_a_field_its_kind_does_not_read_is_refused_naming_the_key_and_kind(key, kind, setting):
+    (name, value), = setting.items()
+    values = {"kind": kind, **({"function": "pkg:f"} if kind == "python" else {}), **setting}
+    with pytest.raises(ValueError, match=rf"^{key}.{name}=.*: {key}.kind={kind} does not read it"):
+        build(JudgeConfig, values, key)
+
+
+def test_fields_at_their_defaults_or_read_by_the_kind_are_accepted():
+    build(JudgeConfig, {"kind": "pairrm", "path": "p", "mode": "blender", "batch_size": 8,
+                        "labels": ["A", "B"], "max_tokens": 4096, "prompts_per_call": 2}, "judge")
+    build(JudgeConfig, {"kind": "llm", "path": "p", "labels": ["yes", "no"], "max_tokens": 8,
+                        "template": "{prompt} {a} {b}", "dtype": "bfloat16"}, "judge")
+
+
+def test_judge_command_refuses_a_python_setting_without_kind_python(tmp_path, capsys):
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(json.dumps({"prompt": "q", "candidates": ["a", "b"]}) + "\n")
+    assert main(["judge", "--model", str(tmp_path), "--prompts", str(requests), "function=pkg:f"]) == 2
+    assert "judge.function='pkg:f': judge.kind=pairrm does not read it" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("labels", [["A", "A"], ["A"], ["A", "B", "C"], ["A", ""], ["", " "]])
+def test_labels_must_be_two_different_non_empty_strings(labels):
+    with pytest.raises(ValueError, match=r"eval.second_judge.labels=.*; expected two different non-empty"):
+        build(JudgeConfig, {"kind": "llm", "labels": labels}, "eval.second_judge")
+    with pytest.raises(ValueError, match=r"^judge.labels=.*; expected two different non-empty"):
+        check_judge(JudgeConfig(kind="llm", labels=labels))
+
+
+def test_python_judge_errors_name_the_second_judges_key(python_judge_module):
+    with pytest.raises(ValueError, match=r"eval.second_judge.kind=python needs eval.second_judge.function"):
+        build(JudgeConfig, {"kind": "python"}, "eval.second_judge")
+    with pytest.raises(ValueError, match=rf"^eval.second_judge.function='{python_judge_module}:nope'"):
+        make_judge(JudgeConfig(kind="python", function=f"{python_judge_module}:nope"),
+                   key="eval.second_judge")
+
+
+def test_judge_command_asks_prompts_per_call_prompts_at_a_time(tmp_path, monkeypatch, capsys):
+    import importlib
+
+    (tmp_path / "counting_judge.py").write_text(
+        "import numpy as np\ncalls = []\n"
+        "def judge(prompts, candidates):\n"
+        "    calls.append(len(prompts))\n"
+        "    return np.full((len(prompts), 2, 2), 0.5)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("".join(json.dumps({"prompt": f"q{i}", "candidates": ["a", "b"]}) + "\n"
+                                for i in range(5)))
+    assert main(["judge", "--prompts", str(requests), "kind=python", "function=counting_judge:judge",
+                 "prompts_per_call=2"]) == 0
+    assert [json.loads(line)["index"] for line in capsys.readouterr().out.splitlines()] == [0, 1, 2, 3, 4]
+    assert importlib.import_module("counting_judge").calls == [2, 2, 1]

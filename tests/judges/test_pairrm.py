@@ -184,6 +184,12 @@ def test_legacy_pytorch_bin_is_read_with_weights_only(pairrm_dir, tmp_path):
     np.testing.assert_allclose(PairRM.from_pretrained(legacy).logits(*args), expected, atol=1e-6)
 
 
+def test_batches_hold_batch_size_rows_not_the_next_power_of_two(pairrm_dir):
+    judge = PairRM.from_pretrained(pairrm_dir[0], batch_size=6)
+    judge.prob_matrix(PROMPTS, CANDIDATES)
+    assert {rows for rows, _ in judge.shapes_run} == {6}
+
+
 def test_programs_are_one_per_width_bucket_and_a_repeat_does_not_recompile(pairrm_dir):
     path, _, _, _ = pairrm_dir
     judge = PairRM.from_pretrained(path, batch_size=4, length_buckets=(16, 24, 2048))
@@ -203,7 +209,7 @@ def test_bfloat16_judge_stays_close_to_float32(pairrm_dir):
     args = (PROMPTS, [c[0] for c in CANDIDATES], [c[3] for c in CANDIDATES])
     full = PairRM.from_pretrained(path, batch_size=4).logits(*args)
     half = PairRM.from_pretrained(path, batch_size=4, dtype="bfloat16")
-    assert jax.tree.leaves(half._state)[0].dtype == jax.numpy.bfloat16
+    assert jax.tree.leaves(half.on_mesh.state)[0].dtype == jax.numpy.bfloat16
     diff = float(np.max(np.abs(half.logits(*args) - full)))
     print(f"PairRM logits: max |bf16 − fp32| = {diff:.3f} (fp32 logits up to {np.max(np.abs(full)):.2f})")
     assert diff <= 0.1 * max(1.0, float(np.max(np.abs(full)))), diff

@@ -47,6 +47,15 @@ def test_reward_model_judge_is_bradley_terry_on_its_rewards(tiny_judge_dir):
     np.testing.assert_allclose(pref, expit(rewards[:, None] - rewards[None, :]), atol=1e-12)
 
 
+def test_device_calls_hold_batch_size_rows_not_the_next_power_of_two(tiny_judge_dir):
+    model = HFRewardModel.from_pretrained(tiny_judge_dir("reward_model")[0], batch_size=6)
+    rows = []
+    run = model.on_mesh.run
+    model.on_mesh.run = lambda program, *arrays: rows.append(arrays[0].shape[0]) or run(program, *arrays)
+    model.rewards([PROMPTS[0]] * 7, (RESPONSES * 3)[:7])
+    assert rows == [6, 6]
+
+
 def test_a_classifier_with_several_labels_or_a_causal_lm_is_refused(tiny_judge_dir, tmp_path):
     path, _, _ = tiny_judge_dir("reward_model")
     config = json.loads((path / "config.json").read_text())
