@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from common import emit, timings
-from train_step import ETA, LR, make_batch
+from train_step import ETA, LR, make_batch, torch_sppo
 
 PHASES = ("logprobs", "forward_backward", "step")
 
@@ -63,21 +63,8 @@ def jax_phases(model_dir, batch, repeats):
 
 def torch_phases(model_dir, batch, repeats):
     import torch
-    import transformers
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0, eps=1e-8)
-    tokens = torch.from_numpy(batch["tokens"])
-    mask = torch.from_numpy(batch["loss_mask"][:, 1:]).float()
-    win = torch.from_numpy(batch["win_rate"])
-
-    def seq_logp():
-        logits = model(tokens[:, :-1]).logits
-        per_token = torch.gather(logits.log_softmax(-1), 2, tokens[:, 1:, None]).squeeze(2)
-        return (per_token * mask).sum(-1)
-
-    with torch.no_grad():
-        anchor = seq_logp()
+    model, opt, seq_logp, loss = torch_sppo(model_dir, batch)
 
     def no_grad_logprobs():
         with torch.no_grad():
@@ -85,7 +72,7 @@ def torch_phases(model_dir, batch, repeats):
 
     def forward_backward():
         model.zero_grad(set_to_none=True)
-        ((seq_logp() - anchor - ETA * (win - 0.5)) ** 2).mean().backward()
+        loss().backward()
 
     def one_step():
         forward_backward()

@@ -57,11 +57,11 @@ def run_jax(model_dir, batch, repeats):
     return {"loss": holder["losses"][0], "times": times, "compile_s": compile_s}
 
 
-def run_torch(model_dir, batch, repeats):
+def torch_sppo(model_dir, batch):
+    """(model, AdamW, seq_logp() -> [B] policy log-probs, loss() -> the SPPO loss against the anchor
+    log-probs of the batch under the initial weights), in PyTorch + transformers."""
     import torch
     import transformers
-
-    from common import timings
 
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0, eps=1e-8)
@@ -77,11 +77,23 @@ def run_torch(model_dir, batch, repeats):
     with torch.no_grad():
         anchor = seq_logp()
 
+    def loss():
+        return ((seq_logp() - anchor - ETA * (win - 0.5)) ** 2).mean()
+
+    return model, opt, seq_logp, loss
+
+
+def run_torch(model_dir, batch, repeats):
+    import torch
+
+    from common import timings
+
+    model, opt, _, sppo_loss = torch_sppo(model_dir, batch)
     losses = []
 
     def one_step():
         opt.zero_grad(set_to_none=True)
-        loss = ((seq_logp() - anchor - ETA * (win - 0.5)) ** 2).mean()
+        loss = sppo_loss()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
