@@ -5,7 +5,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from nash_jax import data, judges, parallel, runs
+from nash_jax import data, judges, parallel, runs, tasks
 from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.models import hf
 from nash_jax.models.tokenizer import load_tokenizer, tokenizer_problem
@@ -25,12 +25,16 @@ def check_paths(config, builtin_models=(BUILTIN_SYNTHETIC,)):
         if problem := tokenizer_problem(path):
             raise FileNotFoundError(f"{key}={path}: {problem}; expected a local tokenizer directory "
                                     "(set model.tokenizer to one if the model's has none)")
-    if config.data.path != BUILTIN_SYNTHETIC and not Path(config.data.path).exists():
+    if config.data.path not in tasks.BUILTIN_PROMPTS and not Path(config.data.path).exists():
         raise FileNotFoundError(f"data.path={config.data.path}: does not exist; expected a local prompt "
-                                "file or directory")
+                                f"file or directory, or one of {', '.join(tasks.BUILTIN_PROMPTS)}")
     for key, judge in (("judge", config.judge), ("eval.second_judge", config.eval.second_judge)):
         if judge is not None:
             judges.check_judge(judge, key)
+    if config.eval.verifier:
+        from nash_jax.judges.simple import import_function
+
+        import_function(config.eval.verifier, "eval.verifier")
 
 
 def check_policy_dir(config, builtin_models):
@@ -130,17 +134,17 @@ def judge_matrices(judge, prompts, candidates, *, per_call, where, bar=None, cra
 # prompts
 
 def prompt_splits(config, run, blocks=1):
-    """The held-out prompts and `blocks` disjoint training blocks (data.split_prompts). The synthetic
-    task writes its prompts to RUN_DIR/data/prompts.jsonl first, and reads them back through `datasets`
-    like any other."""
+    """The held-out prompts and `blocks` disjoint training blocks (data.split_prompts). A built-in
+    prompt set (tasks.BUILTIN_PROMPTS) is written to RUN_DIR/data/prompts.jsonl first, and read back
+    through `datasets` like any other."""
     path = config.data.path
-    if path == BUILTIN_SYNTHETIC:
+    if path in tasks.BUILTIN_PROMPTS:
         path = run / "data" / "prompts.jsonl"
         if not path.is_file():
-            texts = synthetic.prompt_texts(config.data.synthetic_prompts, seed=config.seed)
+            texts = tasks.builtin_prompt_texts(config.data.path, config.data.builtin_prompts, config.seed)
             runs.write_text_atomically(path, "".join(json.dumps({"prompt": p}) + "\n"
                                                             for p in texts))
-        parallel.barrier("synthetic prompts")
+        parallel.barrier("built-in prompts")
     texts = data.load_prompt_texts(path, config.data.prompt_column, config.data.split)
     digest = hashlib.sha256(json.dumps(texts).encode()).hexdigest()
     run.check_fingerprint("prompts", digest, source=f"data.path={path}")

@@ -94,9 +94,10 @@ class WarmStartConfig:
 @dataclass(frozen=True)
 class DataConfig:
     DOMAINS = {"prompts_per_iteration": AT_LEAST_1, "max_prompt_tokens": AT_LEAST_1,
-               "synthetic_prompts": AT_LEAST_1}
-    path: str = BUILTIN_SYNTHETIC  # jsonl / json / parquet / arrow file, a directory of them, or a
-    #                                datasets.save_to_disk directory
+               "builtin_prompts": AT_LEAST_1}
+    path: str = BUILTIN_SYNTHETIC  # jsonl / json / parquet / arrow file, a directory of them, a
+    #                                datasets.save_to_disk directory, or a built-in prompt set
+    #                                (builtin:synthetic, builtin:arithmetic; nash_jax.tasks)
     prompt_column: str = "prompt"
     split: str = "train"  # which split of a save_to_disk DatasetDict
     prompts_per_iteration: int | None = None  # default: the prompts left after evaluation, split evenly
@@ -104,7 +105,7 @@ class DataConfig:
     system_prompt: str | None = None
     max_prompt_tokens: int = 512  # after the chat template
     too_long: Literal["skip", "truncate_left", "error"] = "skip"
-    synthetic_prompts: int = 1024  # size of the synthetic task's prompt set
+    builtin_prompts: int = 1024  # how many prompts a built-in prompt set draws
 
 
 @dataclass(frozen=True)
@@ -254,6 +255,9 @@ class EvalConfig:
     average_iterates: bool = False  # add the parameter average of π_1 … π_T (a row and a column)
     best_of_n: int | None = None  # add the last iterate reranked best-of-n by the training judge
     saturation_threshold: float = 0.05  # warn when an iteration's mean |P̂ − ½| falls below this
+    # "package.module:function" (prompts, responses) -> [{"correct": bool, ...}]: adds each iterate's
+    # greedy accuracy on the held-out prompts (nash_jax/heldout.py)
+    verifier: str | None = None
 
     def __post_init__(self):
         if self.best_of_n is not None and self.best_of_n < 2:
@@ -266,7 +270,8 @@ class EvalConfig:
 
 # eval fields that change only the report, not what a run trains or samples for its iterates: `nash-jax
 # report RUN_DIR eval.KEY=VALUE` may change them on a finished run
-REPORT_ONLY_EVAL_FIELDS = ("second_judge", "average_iterates", "best_of_n", "saturation_threshold")
+REPORT_ONLY_EVAL_FIELDS = ("second_judge", "average_iterates", "best_of_n", "saturation_threshold",
+                           "verifier")
 
 
 @dataclass(frozen=True)
