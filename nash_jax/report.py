@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nash_jax import components, runs
+from nash_jax import components, heldout, runs
 from nash_jax.core.length_control import length_controlled_table
 from nash_jax.iterate_averaging import average_policies
 from nash_jax.judges.base import judge_in_chunks
@@ -67,7 +67,8 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
     last = len(iterates) - 1
     extras = {}  # label -> what the extra row is
     average = best = None
-    if config.eval.average_iterates and len(iterates) > 1:
+    average_row = config.eval.average_iterates and len(iterates) > 1
+    if average_row:
         averaged = average_iterate(config, run, iterates[1:], mesh, tokenizer)
         samples.append(eval_samples(config, run, len(iterates), averaged, ids, tokenizer, mesh,
                                     initial_model, policy_metrics, name="average"))
@@ -81,6 +82,13 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
         extras[labels[-1]] = (f"{labels[last]} reranked best-of-{n} by the training judge "
                               f"({config.judge.kind}): judge exploitation compounds")
     del initial_model  # free π_0 before judging
+    if config.eval.verifier:  # the policies' greedy accuracy on the held-out prompts
+        policies = [*iterates, *([(AVERAGE_LABEL, averaged)] if average_row else [])]
+        for i, (label, path) in enumerate(policies):
+            samples[i]["exact"] = samples[i]["exact"] | heldout.verify(
+                config, run, label, label, functools.partial(components.load_policy, path, config, mesh),
+                prompts, ids, tokenizer, mesh)
+        heldout.write_all(run, [label for label, _ in policies])
     responses = [s["responses"] for s in samples]
     judged = judged_matrices(judge, prompts, responses, config.judge.prompts_per_call)
     table = judged.mean(axis=(0, 1))
@@ -126,6 +134,9 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
         "average": average,
         "best_of_n": best,
         "per_iterate": per_iterate,
+        **({"heldout_accuracy": [e["heldout_accuracy"] for e in per_iterate[:len(iterates)]],
+            "heldout_format_rate": [e.get("heldout_format_rate") for e in per_iterate[:len(iterates)]]}
+           if config.eval.verifier else {}),
         "per_iteration": iterations,
         "saturation_threshold": config.eval.saturation_threshold,
         "saturated_iterations": [e["iteration"] for e in iterations

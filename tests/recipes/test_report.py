@@ -46,10 +46,11 @@ def test_win_rate_table_is_square_with_half_on_the_diagonal():
 
 
 def test_demo_in_a_smaller_setting_writes_the_report(tmp_path, capsys):
-    config_path = small_config(tmp_path, sppo={"iterations": 3}, data={"synthetic_prompts": 80},
+    config_path = small_config(tmp_path, sppo={"iterations": 3}, data={"builtin_prompts": 80},
                                eval={"prompts": 8, "samples_per_prompt": 2,
                                      "second_judge": {"kind": "synthetic"}, "average_iterates": True,
-                                     "saturation_threshold": 0.5})
+                                     "saturation_threshold": 0.5,
+                                     "verifier": "tests.recipes.verifiers:witty_first"})
     run_dir = tmp_path / "run"
     report = recipes.run(load_config(config_path, [f"run_dir={run_dir}"]))
     for name in ("report.json", "report.md", "win_rates.png", "iterates.png", "loss.png"):
@@ -79,6 +80,18 @@ def test_demo_in_a_smaller_setting_writes_the_report(tmp_path, capsys):
     assert "exploitability" in saved["average"] and "last_exploitability" in saved["average"]
     assert (run_dir / "eval" / "average" / "policy" / "config.json").is_file()
     assert saved["cycles"] == find_cycles(table[:4, :4], labels[:4])
+    # the verifier: each policy's greedy responses to the held-out prompts, checked and kept
+    rows = [json.loads(line) for line in (run_dir / "eval" / "heldout.jsonl").read_text().splitlines()]
+    assert [r["iterate"] for r in rows] == [label for label in labels for _ in range(8)]
+    assert all(r["correct"] == (r["response"].split()[:1] == ["witty"]) and r["answer"] == "witty"
+               for r in rows)
+    assert {r["prompt"] for r in rows} <= set(synthetic.prompt_texts(80, seed=0))  # the user messages
+    accuracy = [np.mean([r["correct"] for r in rows if r["iterate"] == label]) for label in labels]
+    assert saved["heldout_accuracy"] == pytest.approx(accuracy[:4])
+    assert [p["heldout_accuracy"] for p in saved["per_iterate"]] == pytest.approx(accuracy)
+    assert saved["heldout_format_rate"] == pytest.approx(
+        [np.mean([r["formatted"] for r in rows if r["iterate"] == label]) for label in labels[:4]])
+    assert all(0 <= p["heldout_finished"] <= 1 for p in saved["per_iterate"])
     markdown = (run_dir / "report.md").read_text()
     assert "final_vs_initial" in markdown and "![win_rates.png](win_rates.png)" in markdown
     assert "Length-controlled win rates" in markdown and "vs pi_0 length-controlled" in markdown
@@ -94,7 +107,7 @@ def test_demo_in_a_smaller_setting_writes_the_report(tmp_path, capsys):
     assert f"final_vs_initial: {saved['final_vs_initial']:.3f}" in out and "pi_avg vs pi_3" in out
     reranked = json.loads((run_dir / "report.json").read_text())
     after = json.loads((run_dir / "manifest.json").read_text())["stages"]
-    for stage in ("eval/average", "eval/samples_average", "eval/samples_3"):
+    for stage in ("eval/average", "eval/samples_average", "eval/samples_3", "eval/heldout_pi_3"):
         assert after[stage]["finished_at"] == manifest[stage]["finished_at"], f"{stage} was redone"
     assert reranked["iterates"] == labels + ["pi_3_best_of_2"]
     assert np.allclose(np.asarray(reranked["win_rate_table"])[:5, :5], table)
