@@ -190,9 +190,15 @@ def _average(args):
 
 
 def _import_gguf(args):
-    from nash_jax.models.gguf import import_gguf
+    import tempfile
 
-    print(import_gguf(args.file, args.out_dir, dtype=args.dtype, overwrite=args.overwrite).summary())
+    from nash_jax.models.gguf import import_gguf
+    from nash_jax.models.packaged import gguf_file
+
+    with tempfile.TemporaryDirectory() as scratch:  # where a packaged checkpoint is assembled
+        result = import_gguf(gguf_file(args.file, scratch), args.out_dir, dtype=args.dtype,
+                             overwrite=args.overwrite)
+    print(result.summary())
 
 
 def _print_report_summary(config, report, run_dir):
@@ -397,7 +403,8 @@ def build_parser():
                     "safetensors, tokenizer.json with the chat template, generation_config.json. "
                     "Architectures: llama (Llama, Mistral, SmolLM), qwen2, qwen3, gemma2, gemma3. "
                     "Then run with model.path=OUT_DIR.")
-    import_gguf.add_argument("file", help="the .gguf file")
+    import_gguf.add_argument("file", help="the .gguf file, or package:smollm2 / package:gemma3 (the "
+                                          "checkpoints of the packages README's test command installs)")
     import_gguf.add_argument("out_dir", help="output directory (new or empty)")
     import_gguf.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                              help="dtype of the written tensors (default float32)")

@@ -79,7 +79,7 @@ def main():
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
-    from tests.real_checkpoints import smollm2_gguf
+    from nash_jax.models.packaged import smollm2_gguf
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp) / "smollm2"
