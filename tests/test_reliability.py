@@ -175,7 +175,7 @@ def test_a_stop_request_checkpoints_the_step_and_a_rerun_ends_where_an_uninterru
     run = RunDir(tmp_path / "stopped")
     with runs.training_loop_running(), pytest.raises(runs.Interrupted, match="stopped after step 6"):
         train_loop(run, "s", state=start, total=10, work=loop_work(stop_at=6), checkpoint_every=4)
-    runs._stop["requested"] = False
+    runs.clear_stop_request()
     manager = runs.checkpoint_manager(tmp_path / "stopped" / "s" / "checkpoints", 4)
     assert manager.latest_step() == 6  # the stop's own checkpoint, off the every-4 interval
     manager.close()

@@ -1,0 +1,95 @@
+"""The update and the loop around it: what one step trains (`plan_step`, which `nash-jax plan` sizes
+too), the resumable training stage (play, credit, update, exact evaluation every `eval_every` steps,
+snapshots), and a step's self-play statistics."""
+
+import numpy as np
+
+from nash_jax import parallel
+from nash_jax.padding import bucket_size
+from nash_jax.plan import StepShape
+from nash_jax.recipes.game_selfplay.config import EVAL_STAGE, STAGE, make_games
+from nash_jax.recipes.game_selfplay.credit import pg_batch, trajectory_advantages, turn_rows
+from nash_jax.recipes.game_selfplay.initial_policy import initial_dir, tokenizer_dir
+from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player
+from nash_jax.recipes.online import start
+from nash_jax.run.keys import stage_key, stage_seed
+from nash_jax.sampling import pad_id_of
+from nash_jax.selfplay import games as games_lib
+
+
+def train(config, run, text_games, tokenizer, evaluators, mesh):
+    g = config.game_selfplay
+    pad_id = pad_id_of(tokenizer)
+    step = plan_step(config, text_games)
+    online = start(config, run, mesh, initial_dir=initial_dir(config, run),
+                   tokenizer_dir=tokenizer_dir(config, run), objective=step.objective,
+                   total_steps=g.steps * g.epochs, **step.hyperparameters)
+    model_def, step_fn = online.model_def, online.step_fn
+    reference = online.reference_logprobs() if g.kl_coef > 0 else None
+    game_index = {t.name: i for i, t in enumerate(text_games)}
+    shards = parallel.data_shards(mesh) * config.train.micro_batches
+    per_snapshot = g.steps // g.snapshots
+
+    def evaluate(step, params):
+        if evaluators:
+            run.log_metrics(EVAL_STAGE, step, exact_metrics(evaluators, model_def.merge(params), mesh,
+                                                            pad_id))
+
+    def work(step, state, extra, item):
+        if step % g.eval_every == 0:
+            evaluate(step, state.params)
+        policy = model_def.merge(state.params)
+        player = model_player(config, policy, tokenizer, stage_key(config.seed, 0, "play", step),
+                              mesh)
+        tables = [(t, (player, player)) for t in text_games for _ in range(g.games_per_step)]
+        records = games_lib.play(tables, np.random.default_rng(
+            stage_seed(config.seed, step, "chance")))
+        trajectories, rewards, a, baselines = trajectory_advantages(
+            records, extra["baselines"], game_index, mode=g.advantage, decay=g.rae_decay)
+        rows = turn_rows(trajectories, a, gamma=g.gamma, drop_zero=g.drop_zero_advantage)
+        if not rows:  # nothing to learn from: one masked row keeps the step (and the schedule) going
+            rows = [(records[0].turns[0], 0.0)]
+        batch = pg_batch(rows, pad_id, shards)
+        if reference is not None:
+            batch["ref_logp"] = reference(step_fn, batch)
+        batch = step_fn.place_global(batch)
+        for _ in range(g.epochs):
+            state, metrics = step_fn.jitted(state, batch)
+        metrics = {**metrics, **play_metrics(records, text_games, rewards, a, len(rows)),
+                   **{f"baseline_{t.name}_seat{s}": baselines[game_index[t.name] * 2 + s]
+                      for t in text_games for s in (0, 1)}}
+        if (step + 1) % per_snapshot == 0:
+            k = (step + 1) // per_snapshot - 1
+            online.export(state.params, run / f"iter_{k}" / "policy")
+        return state, {"baselines": baselines}, metrics
+
+    state, _ = online.loop(STAGE, total=g.steps, work=work,
+                           extra={"baselines": np.zeros(2 * len(text_games), np.float32)})
+    evaluate(g.steps, state.params)
+
+
+def play_metrics(records, text_games, rewards, advantages, kept):
+    """Self-play statistics of one step's games."""
+    turns = [t for r in records for t in r.turns]
+    out = {"games": len(records), "turns": len(turns), "kept_turns": kept,
+           "invalid_rate": float(np.mean([t.action is None for t in turns])),
+           "truncated_rate": float(np.mean([r.truncated for r in records])),
+           "reward_mean": float(rewards.mean()), "advantage_abs_mean": float(np.abs(advantages).mean())}
+    for t in text_games:
+        mine = [r for r in records if r.game is t]
+        for seat in (0, 1):
+            out[f"win_rate_{t.name}_seat{seat}"] = float(np.mean([r.result(seat) == "W" for r in mine]))
+    return out
+
+
+def plan_step(config, text_games=None):
+    """One update at its largest: every turn of games_per_step games of each game played to max_turns
+    (the batch is the kept turns, bucketed)."""
+    g = config.game_selfplay
+    turns = sum(g.games_per_step * t.max_turns for t in text_games or make_games(config))
+    kl = {"kl_coef": g.kl_coef} if g.kl_coef > 0 else {}
+    return StepShape("pg_kl" if kl else "pg",
+                     dict(clip_low=g.clip_low, clip_high=g.clip_high, aggregation=g.aggregation,
+                          max_len=config.sampling.max_new_tokens, **kl),
+                     bucket_size(turns),
+                     bucket_size(config.data.max_prompt_tokens + config.sampling.max_new_tokens, minimum=8))

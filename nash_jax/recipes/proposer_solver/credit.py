@@ -1,0 +1,72 @@
+"""Credit for one round: comparison groups (solvers within their problem, proposers within their source),
+each role's advantages, the rows the update trains on (R-Zero's alternating phases and p̂ band), the
+round's host-side figures, and the policy-gradient batch."""
+
+import jax.numpy as jnp
+import numpy as np
+
+from nash_jax.core import advantages as adv
+from nash_jax.recipes.proposer_solver.rounds import HELDOUT
+from nash_jax.rollouts import pg_batch
+from nash_jax.selfplay.episodes import Role, check_role_purity, comparison_key, group_ids, pack_episodes
+
+
+def learner_rows(config, game, rnd, capacity, proposer_phase, solver_phase):
+    """(rows [(prompt ids, rollout, advantage)] or None, step metrics) of a round's complete episodes."""
+    ps = config.proposer_solver
+    lo, hi = ps.band
+    if ps.schedule == "alternating":
+        for episode in rnd.episodes:
+            for r in episode.rollouts:
+                band_ok = r.role == Role.SOLVER and lo <= rnd.scored[r.parent].p_hat <= hi
+                r.trainable = proposer_phase if r.role == Role.PROPOSER else (solver_phase and band_ok)
+    packed, carry = pack_episodes(rnd.episodes, capacity)
+    assert not carry, "a step's episodes always fit its batch"
+    rollouts = [r for e in packed for r in e.rollouts]
+    roles = np.array([int(r.role) for r in rollouts], np.int32)
+    groups = group_ids(roles, [comparison_key(r) for r in rollouts])
+    check_role_purity(groups, roles)
+    rewards = np.array([r.reward for r in rollouts], np.float32)
+    advantage = np.zeros(len(rollouts), np.float32)
+    pad = capacity - len(rollouts)
+    for role, mode in ((Role.PROPOSER, ps.proposer_advantage), (Role.SOLVER, ps.solver_advantage)):
+        mask = roles == role
+        if mask.any():
+            a = adv.group_advantages(jnp.asarray(np.pad(rewards, (0, pad))),
+                                     jnp.asarray(np.pad(groups, (0, pad), constant_values=-1)),
+                                     jnp.asarray(np.pad(mask, (0, pad))), num_groups=capacity, mode=mode)
+            advantage = np.where(mask, np.asarray(a)[:len(rollouts)], advantage)
+    metrics = round_metrics(ps, rnd, rollouts, roles, groups, rewards)
+    rows = [(rnd.prompts[r.uid], r, float(a)) for r, a in zip(rollouts, advantage) if r.trainable]
+    metrics["trained_rows"] = float(len(rows))
+    return (rows or None), metrics
+
+
+def round_metrics(ps, rnd, rollouts=None, roles=None, groups=None, rewards=None):
+    """Host-side figures of one round: validity, p̂, learnability, signal, parsing, pseudo-labels."""
+    n = len(rnd.proposals)
+    valid = [p.valid for _, _, p in rnd.proposals]
+    scored = list(rnd.scored.values())
+    p_hat = np.array([s.p_hat for s in scored])
+    replies = len(scored) * ps.solvers_per_problem
+    out = {"valid_proposal_rate": float(np.mean(valid)) if n else 0.0,
+           "mean_p_hat": float(p_hat.mean()) if len(p_hat) else float("nan"),
+           "mean_learnability": float(np.mean(4 * p_hat * (1 - p_hat))) if len(p_hat) else 0.0,
+           "signal_share": float(np.mean((p_hat > 0) & (p_hat < 1))) if len(p_hat) else 0.0,
+           "incomplete_episodes": float(rnd.incomplete),
+           "unparsed_share": float(sum(s.unparsed for s in scored) / replies) if replies else 0.0,
+           "heldout_collisions": float(sum(p.reason == HELDOUT for _, _, p in rnd.proposals))}
+    labelled = [s.label_correct for s in scored if s.label_correct is not None]
+    if ps.answer_source == "majority":
+        out["pseudo_label_accuracy"] = float(np.mean(labelled)) if labelled else float("nan")
+    if rollouts is not None:
+        solver = roles == Role.SOLVER
+        out["solver_reward"] = float(rewards[solver].mean()) if solver.any() else float("nan")
+        out["proposer_reward"] = float(rewards[~solver].mean()) if (~solver).any() else float("nan")
+    return out
+
+
+def learner_batch(rows, pad_id, capacity):
+    """The pg batch of [(prompt ids, rollout, advantage)], padded to `capacity` rows (rollouts.pg_batch)."""
+    return pg_batch([p for p, _, _ in rows], [r.tokens.tolist() for _, r, _ in rows],
+                    [r.logprobs for _, r, _ in rows], [a for _, _, a in rows], pad_id, capacity)

@@ -1,0 +1,154 @@
+"""The report: anchors over the evaluation steps, a table of solver snapshots against the held-out set
+and against each other's problems, its plots, its markdown, and the lines `nash-jax run` prints."""
+
+import json
+
+import numpy as np
+
+from nash_jax import components, parallel
+from nash_jax.files import write_atomically, write_text_atomically
+from nash_jax.recipes.proposer_solver.config import ANCHOR_STAGE, STAGE
+from nash_jax.recipes.proposer_solver.task import heldout_texts
+from nash_jax.run.keys import stage_key
+from nash_jax.run.metrics import read_metrics
+
+
+def snapshot_table(config, run, task, game, snapshots):
+    """Per solver snapshot (π_0 first): greedy held-out accuracy, and accuracy on each snapshot's own
+    valid proposals (made on the anchor sources; their true answers from the task's checker)."""
+    ps = config.proposer_solver
+    labels = ["step_0"] + [f"step_{(k + 1) * ps.steps // ps.anchors.snapshots}"
+                           for k in range(len(snapshots))]
+    paths = [components.initial_policy_dir(config, run), *snapshots]
+    held = heldout_texts(task)
+    problems, accuracy = [], []
+    for path in paths:
+        model = components.load_policy(path, config, game.mesh)
+        _, _, texts = game.propose(model, task.anchor_sources, ps.anchors.proposals_per_source,
+                                   stage_key(config.seed, 0, "snapshot_propose"))
+        mine = {}
+        for b, source in enumerate(task.anchor_sources):
+            for text in texts[b]:
+                p = game.check(source, text, "report", "snapshot table")
+                if p.valid and p.checker is not None and p.problem not in held:
+                    mine.setdefault(p.problem, p.checker)
+        problems.append(sorted(mine.items()))
+    key = stage_key(config.seed, 0, "snapshot_solve")
+    for path in paths:
+        model = components.load_policy(path, config, game.mesh)
+        held_out, *vs = game.accuracies(model, [task.heldout, *problems], key,
+                                        f"snapshot table, solver {path}")
+        accuracy.append({"heldout": held_out, "vs": vs})
+    known = lambda v: None if np.isnan(v) else v  # noqa: E731  (no problem to score on)
+    return {"labels": labels, "heldout_accuracy": [known(a["heldout"]) for a in accuracy],
+            "cross_accuracy": [[known(v) for v in a["vs"]] for a in accuracy],
+            "problems": [len(p) for p in problems]}
+
+
+ANCHOR_KEYS = ("heldout_accuracy", "valid_proposal_rate", "mean_learnability", "distinct_2",
+               "cluster_entropy", "novelty", "signal_share", "mean_p_hat", "unparsed_share")
+
+
+def write_report(config, run, task, game, snapshots):
+    ps = config.proposer_solver
+    metrics = read_metrics(run / "metrics.jsonl")
+    records = sorted((m for m in metrics if m["stage"] == ANCHOR_STAGE), key=lambda m: m["step"])
+    keys = ANCHOR_KEYS + (("pseudo_label_accuracy",) if ps.answer_source == "majority" else ())
+    anchors = {"step": [m["step"] for m in records], **{k: [m.get(k) for m in records] for k in keys}}
+    M = ps.solvers_per_problem
+    anchors["p_hat_distribution"] = [[m.get(f"p_hat_{k}_of_{M}", 0.0) for k in range(M + 1)]
+                                     for m in records]
+    train = [m for m in metrics if m["stage"] == STAGE]
+    report = {"run_dir": str(run.path), "recipe": config.recipe, "task": ps.task.name,
+              "answer_source": ps.answer_source, "proposer_reward": ps.proposer_reward,
+              "schedule": ps.schedule, "anchors": anchors,
+              "snapshots": snapshot_table(config, run, task, game, snapshots),
+              "training": {k: [m.get(k) for m in train] for k in
+                           ("step", "loss", "valid_proposal_rate", "mean_learnability",
+                            "solver_reward", "signal_share")}}
+    if parallel.is_writer():
+        write_text_atomically(run / "report.json", json.dumps(report, indent=1))
+        plots = draw_plots(report, run.path)
+        write_text_atomically(run / "report.md", markdown(report, plots))
+    parallel.barrier("proposer_solver report")
+    run.finish("report", ["report.json", "report.md"], leaf=True)
+    return report
+
+
+def draw_plots(report, directory):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    anchors, names = report["anchors"], []
+    keys = [k for k in (*ANCHOR_KEYS, "pseudo_label_accuracy") if k in anchors]
+    cols = 3
+    fig, axes = plt.subplots(-(-len(keys) // cols), cols, figsize=(12, 2.8 * -(-len(keys) // cols)))
+    for ax, key in zip(axes.flat, keys):
+        ax.plot(anchors["step"], [np.nan if v is None else v for v in anchors[key]], marker="o")
+        ax.set_title(key.replace("_", " "))
+        ax.set_xlabel("step")
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
+    fig.tight_layout()
+    write_atomically(directory / "anchors.png", lambda tmp: fig.savefig(tmp, format="png", dpi=80))
+    plt.close(fig)
+    names.append("anchors.png")
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    dist = np.asarray(anchors["p_hat_distribution"])
+    M = dist.shape[1] - 1
+    for k in range(M + 1):
+        ax.plot(anchors["step"], dist[:, k], marker=".", label=f"p̂ = {k}/{M}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("share of valid proposals")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    write_atomically(directory / "p_hat.png", lambda tmp: fig.savefig(tmp, format="png", dpi=80))
+    plt.close(fig)
+    names.append("p_hat.png")
+    return names
+
+
+def markdown(report, plots):
+    a, s = report["anchors"], report["snapshots"]
+    lines = [f"# Run report: proposer_solver ({report['run_dir']})", "",
+             f"Task {report['task']}, answer source {report['answer_source']}, proposer reward "
+             f"{report['proposer_reward']}, schedule {report['schedule']}.", "",
+             "## Anchors over evaluation steps (step 0 = the warm start)", "",
+             "| " + " | ".join(k for k in a if k != "p_hat_distribution") + " |",
+             "|---" * (len(a) - 1) + "|"]
+    for i in range(len(a["step"])):
+        lines.append("| " + " | ".join(_fmt(a[k][i]) for k in a if k != "p_hat_distribution") + " |")
+    lines += ["", "## Solver snapshots: accuracy on the held-out set and on each snapshot's problems", "",
+              "| solver | held-out | " + " | ".join(f"problems of {l} (n={n})" for l, n in
+                                                   zip(s["labels"], s["problems"])) + " |",
+              "|---|---|" + "---|" * len(s["labels"])]
+    for label, held, row in zip(s["labels"], s["heldout_accuracy"], s["cross_accuracy"]):
+        lines.append(f"| {label} | {_fmt(held)} | " + " | ".join(_fmt(v) for v in row) + " |")
+    lines += ["", "A later solver that does worse than an earlier one on the held-out set, or on the "
+              "earlier proposer's problems, is a regression that self-play alone would not show.", ""]
+    lines += [f"![{name}]({name})" for name in plots] + [""]
+    return "\n".join(lines)
+
+
+def _fmt(value):
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def summary_lines(report):
+    a = report["anchors"]
+
+    def span(key):
+        values = [v for v in a.get(key, []) if v is not None]
+        return f"{values[0]:.3f} -> {values[-1]:.3f}" if values else "-"
+
+    lines = [f"held-out accuracy (warm start -> final): {span('heldout_accuracy')}",
+             f"mean learnability: {span('mean_learnability')}",
+             f"valid proposal rate: {span('valid_proposal_rate')}",
+             f"distinct-2: {span('distinct_2')}"]
+    if "pseudo_label_accuracy" in a:
+        lines.append(f"pseudo-label accuracy: {span('pseudo_label_accuracy')}")
+    return lines

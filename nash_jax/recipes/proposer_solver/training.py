@@ -1,0 +1,97 @@
+"""The update and the loop around it: what one step trains (`plan_step`, which `nash-jax plan` sizes too)
+and the resumable training stage (sources drawn per step, the alternating schedule's frozen solver,
+anchors every `anchors.eval_every` steps, solver snapshots)."""
+
+import jax.numpy as jnp
+import numpy as np
+
+from nash_jax import components
+from nash_jax.padding import bucket_size
+from nash_jax.plan import StepShape
+from nash_jax.recipes.online import copy, start
+from nash_jax.recipes.proposer_solver.anchors import EMBED_DIM, evaluate_anchors
+from nash_jax.recipes.proposer_solver.config import ANCHOR_STAGE, STAGE, rows_per_step
+from nash_jax.recipes.proposer_solver.credit import learner_batch, learner_rows
+from nash_jax.recipes.proposer_solver.initial_policy import tokenizer_dir
+from nash_jax.recipes.proposer_solver.rounds import play
+from nash_jax.recipes.proposer_solver.task import heldout_texts
+from nash_jax.run.keys import stage_key
+from nash_jax.sampling import pad_id_of
+
+
+def train(config, run, task, game, snapshots):
+    ps, a = config.proposer_solver, config.proposer_solver.anchors
+    step = plan_step(config)
+    online = start(config, run, game.mesh, initial_dir=components.initial_policy_dir(config, run),
+                   tokenizer_dir=tokenizer_dir(config, run), objective=step.objective,
+                   total_steps=ps.steps, **step.hyperparameters)
+    model_def, step_fn = online.model_def, online.step_fn
+    reference = online.reference_logprobs() if ps.kl_coef > 0 else None
+    held = heldout_texts(task)
+    pad_id = pad_id_of(game.tokenizer)
+    capacity = rows_per_step(ps)
+    per_snapshot = ps.steps // a.snapshots
+
+    def anchors(step, params, extra):
+        metrics, extra = evaluate_anchors(config, game, task, model_def.merge(params), extra, held,
+                                            step)
+        run.log_metrics(ANCHOR_STAGE, step, _defined(metrics))
+        return extra
+
+    def work(step, state, extra, _):
+        if step % a.eval_every == 0:
+            extra = anchors(step, state.params, extra)
+        proposer_phase = solver_phase = True
+        if ps.schedule == "alternating":
+            proposer_phase = (step // ps.phase_steps) % 2 == 0
+            solver_phase = not proposer_phase
+            if proposer_phase and step % ps.phase_steps == 0:
+                extra = {**extra, "frozen_solver": copy(state.params)}
+        policy = model_def.merge(state.params)
+        solver = model_def.merge(extra["frozen_solver"]) if ps.schedule == "alternating" and \
+            proposer_phase else policy
+        rng = np.random.default_rng([config.seed, step])
+        chosen = [task.sources[i] for i in rng.choice(len(task.sources), size=ps.sources_per_step,
+                                                      replace=len(task.sources) < ps.sources_per_step)]
+        episode = play(config, game, chosen, policy, solver, step, held,
+                       propose_key=stage_key(config.seed, 0, "propose", step),
+                       solve_key=stage_key(config.seed, 0, "solve", step),
+                       crash_prefix=STAGE)
+        rows, info = learner_rows(config, game, episode, capacity, proposer_phase, solver_phase)
+        if rows is None:
+            metrics = {"loss": 0.0, "skipped_update": 1.0}
+        else:
+            batch = learner_batch(rows, pad_id, capacity)
+            if reference is not None:
+                batch["ref_logp"] = reference(step_fn, batch)
+            state, metrics = step_fn.jitted(state, step_fn.place_global(batch))
+            metrics = dict(metrics)
+        metrics.update(info, phase=float(solver_phase and not proposer_phase))
+        metrics = _defined(metrics)
+        if (step + 1) % per_snapshot == 0:
+            online.export(state.params, snapshots[(step + 1) // per_snapshot - 1])
+        return state, extra, metrics
+
+    extra = {"archive": jnp.zeros((a.archive_size, EMBED_DIM), jnp.float32),
+             "archive_count": jnp.int32(0)}
+    if ps.schedule == "alternating":
+        extra["frozen_solver"] = copy(online.state.params)
+    state, extra = online.loop(STAGE, total=ps.steps, work=work, extra=extra)
+    anchors(ps.steps, state.params, extra)
+
+
+def _defined(metrics):
+    """The metrics that have a value (a figure over no item, such as p̂ with no valid proposal, is NaN
+    and is left out of the logs)."""
+    return {k: v for k, v in metrics.items() if not (isinstance(v, float) and np.isnan(v))}
+
+
+def plan_step(config):
+    """One update: every rollout of a step (rows_per_step), with a k3 KL to π_0 when kl_coef > 0."""
+    ps = config.proposer_solver
+    kl = {"kl_coef": ps.kl_coef} if ps.kl_coef > 0 else {}
+    longest = max(ps.proposer_max_tokens, ps.solver_max_tokens)
+    return StepShape("pg_kl" if kl else "pg",
+                     dict(clip_low=ps.clip_low, clip_high=ps.clip_high, aggregation=ps.aggregation,
+                          max_len=longest, **kl),
+                     rows_per_step(ps), bucket_size(config.data.max_prompt_tokens + longest, minimum=8))
