@@ -353,11 +353,13 @@ def build_parser():
         description="Sample n responses per held-out prompt from the run's last iterate, keep the one "
                     "with the highest win rate among them under the training judge, and evaluate it "
                     "like an iterate (the report's eval.best_of_n). Reranking with the judge the policy "
-                    "was trained against compounds judge exploitation; the report labels it so.")
+                    "was trained against compounds judge exploitation; the report labels it so. "
+                    "eval.rerank_judge={kind: ..., ...} reranks with another judge instead.")
     rerank.add_argument("run_dir", help="a run directory (holds config.yaml)")
     rerank.add_argument("--n", type=_int_in(2, MAX_BEST_OF_N), default=16,
                         help=f"candidates per sample, 2 to {MAX_BEST_OF_N} (default 16)")
-    rerank.add_argument("overrides", nargs="*", metavar="eval.KEY=VALUE", help=argparse.SUPPRESS)
+    rerank.add_argument("overrides", nargs="*", metavar="eval.KEY=VALUE",
+                        help="report-only eval fields, e.g. eval.rerank_judge={kind: pairrm, path: DIR}")
     _add_process_flags(rerank)
     rerank.set_defaults(handler=_rerank)
 

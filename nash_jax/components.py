@@ -28,7 +28,8 @@ def check_paths(config, builtin_models=(BUILTIN_SYNTHETIC,)):
     if config.data.path not in tasks.BUILTIN_PROMPTS and not Path(config.data.path).exists():
         raise FileNotFoundError(f"data.path={config.data.path}: does not exist; expected a local prompt "
                                 f"file or directory, or one of {', '.join(tasks.BUILTIN_PROMPTS)}")
-    for key, judge in (("judge", config.judge), ("eval.second_judge", config.eval.second_judge)):
+    for key, judge in (("judge", config.judge), ("eval.second_judge", config.eval.second_judge),
+                       ("eval.rerank_judge", config.eval.rerank_judge)):
         if judge is not None:
             judges.check_judge(judge, key)
     if config.eval.verifier:

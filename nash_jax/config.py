@@ -254,6 +254,7 @@ class EvalConfig:
     second_judge: JudgeConfig | None = None  # an independent judge for the cross-iteration table
     average_iterates: bool = False  # add the parameter average of π_1 … π_T (a row and a column)
     best_of_n: int | None = None  # add the last iterate reranked best-of-n by the training judge
+    rerank_judge: JudgeConfig | None = None  # best-of-n's judge instead of the training judge
     saturation_threshold: float = 0.05  # warn when an iteration's mean |P̂ − ½| falls below this
     # "package.module:function" (prompts, responses) -> [{"correct": bool, ...}]: adds each iterate's
     # greedy accuracy on the held-out prompts (nash_jax/heldout.py)
@@ -271,7 +272,7 @@ class EvalConfig:
 # eval fields that change only the report, not what a run trains or samples for its iterates: `nash-jax
 # report RUN_DIR eval.KEY=VALUE` may change them on a finished run
 REPORT_ONLY_EVAL_FIELDS = ("second_judge", "average_iterates", "best_of_n", "saturation_threshold",
-                           "verifier")
+                           "verifier", "rerank_judge")
 
 
 @dataclass(frozen=True)

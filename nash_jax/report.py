@@ -30,6 +30,7 @@ re-running the report only judges and draws.
 """
 
 import functools
+import hashlib
 import itertools
 import json
 from pathlib import Path
@@ -76,11 +77,14 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
         extras[AVERAGE_LABEL] = ("parameter average of " + ", ".join(label for label, _ in iterates[1:]))
     if config.eval.best_of_n:
         n = config.eval.best_of_n
+        reranker, suffix = rerank_judge(config, judge, mesh)
         samples.append(reranked_samples(config, run, len(iterates) + 1, iterates[-1][1], ids, prompts,
-                                        tokenizer, judge, mesh))
-        labels.append(f"{labels[last]}_best_of_{n}")
+                                        tokenizer, reranker, mesh, suffix))
+        labels.append(f"{labels[last]}_best_of_{n}{suffix}")
         extras[labels[-1]] = (f"{labels[last]} reranked best-of-{n} by the training judge "
-                              f"({config.judge.kind}): judge exploitation compounds")
+                              f"({config.judge.kind}): judge exploitation compounds" if not suffix else
+                              f"{labels[last]} reranked best-of-{n} by eval.rerank_judge "
+                              f"({config.eval.rerank_judge.kind})")
     del initial_model  # free π_0 before judging
     if config.eval.verifier:  # the policies' greedy accuracy on the held-out prompts
         policies = [*iterates, *([(AVERAGE_LABEL, averaged)] if average_row else [])]
@@ -116,8 +120,9 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
         average["of"] = [label for label, _ in iterates[1:]]
     if config.eval.best_of_n:
         best = compare(per_iterate, table, controlled, labels, len(labels) - 1, last)
-        best |= {"n": config.eval.best_of_n, "of": labels[last], "judge": config.judge.kind,
-                 "uses_training_judge": True}
+        reranked_by = config.eval.rerank_judge or config.judge
+        best |= {"n": config.eval.best_of_n, "of": labels[last], "judge": reranked_by.kind,
+                 "uses_training_judge": config.eval.rerank_judge is None}
     report = {
         "run_dir": str(run.path), "recipe": config.recipe, "judge": config.judge.kind,
         "second_judge": config.eval.second_judge.kind if config.eval.second_judge else None,
@@ -174,12 +179,24 @@ def average_iterate(config, run, iterates, mesh, tokenizer):
     return path
 
 
-def reranked_samples(config, run, index, policy_path, prompt_ids, prompts, tokenizer, judge, mesh):
+def rerank_judge(config, judge, mesh):
+    """(the judge that reranks best-of-n, a suffix naming it): eval.rerank_judge, built, with
+    "_by_<kind>_<digest of its config>"; the training judge `judge` and "" when that is unset."""
+    if config.eval.rerank_judge is None:
+        return judge, ""
+    digest = hashlib.sha256(repr(config.eval.rerank_judge).encode()).hexdigest()[:8]
+    return (components.make_judge(config.eval.rerank_judge, mesh, "eval.rerank_judge"),
+            f"_by_{config.eval.rerank_judge.kind}_{digest}")
+
+
+def reranked_samples(config, run, index, policy_path, prompt_ids, prompts, tokenizer, judge, mesh,
+                     suffix=""):
     """The policy at `policy_path` reranked best-of-n by `judge`: for each of eval.samples_per_prompt
     samples, n drawn and the one with the highest win rate among them kept (cached as stage
-    eval/samples_best_of_n)."""
+    eval/samples_best_of_n<suffix>, the suffix naming a judge other than the training one)."""
     n = config.eval.best_of_n
-    stage, path = f"eval/samples_best_of_{n}", run / "eval" / f"samples_best_of_{n}.parquet"
+    name = f"samples_best_of_{n}{suffix}"
+    stage, path = f"eval/{name}", run / "eval" / f"{name}.parquet"
     if run.done(stage):
         return runs.read_table(path) | {"exact": {}}
     model = components.load_policy(policy_path, config, mesh)
@@ -265,7 +282,8 @@ def summary_lines(report):
                 f"{row['vs_last_length_controlled']:.3f})"
                 + (f", exploitability {row['exploitability']:.4f} vs {row['last_exploitability']:.4f}"
                    if "exploitability" in row else "")
-                + (" [reranked with the training judge]" if key == "best_of_n" else ""))
+                + (" [reranked with the training judge]" if key == "best_of_n" and row["uses_training_judge"]
+                   else ""))
     if report["cycles"]:
         lines.append("cycles: " + "; ".join(" > ".join(c) for c in report["cycles"]))
     if report.get("saturated_iterations"):
@@ -415,8 +433,11 @@ def markdown(report, plots):
     if best:
         lines += [f"**Best-of-{best['n']}** ({best['label']}): P({best['label']} ≻ {final}) = "
                   f"{best['vs_last']:.3f} (length-controlled {best['vs_last_length_controlled']:.3f}). "
-                  f"It is reranked with the training judge ({best['judge']}), which is also the judge "
-                  "of this table: judge exploitation compounds, so read it as an upper bound.", ""]
+                  + (f"It is reranked with the training judge ({best['judge']}), which is also the "
+                     "judge of this table: judge exploitation compounds, so read it as an upper bound."
+                     if best["uses_training_judge"] else
+                     f"It is reranked by eval.rerank_judge ({best['judge']}), not the training judge."),
+                  ""]
     lines += ["## Per iterate", "",
               "| iterate | length (tokens) | length (chars) | KL to pi_0 | vs pi_0 raw "
               "| vs pi_0 length-controlled |"

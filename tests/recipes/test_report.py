@@ -117,6 +117,16 @@ def test_demo_in_a_smaller_setting_writes_the_report(tmp_path, capsys):
     markdown = (run_dir / "report.md").read_text()
     assert "Best-of-2" in markdown and "judge exploitation compounds" in markdown
     assert "may be judge-fitting" in markdown and "`eval.second_judge`" in markdown
+    # another judge than the training one reranks: its own stage and label, and the report says so
+    other = "eval.rerank_judge={kind: python, function: 'tests.recipes.verifiers:longer_wins'}"
+    assert main(["rerank", str(run_dir), "eval.second_judge=null", other, "--n", "2"]) == 0
+    by_other = json.loads((run_dir / "report.json").read_text())
+    assert by_other["iterates"][-1].startswith("pi_3_best_of_2_by_python_")
+    assert by_other["best_of_n"]["judge"] == "python" and not by_other["best_of_n"]["uses_training_judge"]
+    assert "[reranked with the training judge]" not in capsys.readouterr().out
+    assert "not the training judge" in (run_dir / "report.md").read_text()
+    assert (json.loads((run_dir / "manifest.json").read_text())["stages"]["eval/samples_best_of_2"]
+            == json.loads(json.dumps(after["eval/samples_best_of_2"])))  # the first reranking is kept
     with pytest.raises(SystemExit):
         main(["rerank", str(run_dir), "--n", "1"])
     assert main(["report", str(run_dir), "sppo.eta=3"]) == 2
