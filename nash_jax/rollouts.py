@@ -21,7 +21,7 @@ def sample_rows(model, tokenizer, prompt_ids, *, num_samples, sampling, key_of, 
                            max_new_tokens=max_new_tokens or sampling.max_new_tokens,
                            temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
                            eos_token_ids=eos_ids_of(tokenizer), key=key_of(index), mesh=mesh,
-                           pad_id=pad_id, batch_buckets=[bucket_size(per_batch)])
+                           pad_id=pad_id, batch_buckets=[per_batch])
         for b in range(len(batch)):
             ids = [samples.tokens[b, k, :samples.lengths[b, k]].tolist() for k in range(num_samples)]
             columns["response_ids"].append(ids)
