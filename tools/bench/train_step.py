@@ -57,6 +57,28 @@ def run_jax(model_dir, batch, repeats):
     return {"loss": holder["losses"][0], "times": times, "compile_s": compile_s}
 
 
+def torch_seq_logp(model, tokens, loss_mask, segment_ids=None):
+    """[B] Σ log π(tokens_t | tokens_<t) over the loss-mask positions, in PyTorch + transformers.
+    segment_ids (0 = left padding, as nash_jax.rollouts.token_batch makes them) mask the padding and
+    number the positions from each row's first token, as nash_jax does."""
+    import torch
+
+    tokens = torch.as_tensor(tokens)
+    inputs = {}
+    if segment_ids is not None:
+        attention = torch.as_tensor(segment_ids)[:, :-1] > 0
+        inputs = {"attention_mask": attention.long(),
+                  "position_ids": (attention.long().cumsum(-1) - 1).clamp(min=0)}
+    logits = model(tokens[:, :-1], **inputs).logits
+    per_token = torch.gather(logits.float().log_softmax(-1), 2, tokens[:, 1:, None]).squeeze(2)
+    return (per_token * torch.as_tensor(loss_mask)[:, 1:].float()).sum(-1)
+
+
+def torch_sppo_loss(logp, anchor_logp, win_rate, eta):
+    """The official SPPO loss, mean(((log π(y) − log π_t(y)) − η (P̂(y) − 1/2))²)."""
+    return ((logp - anchor_logp - eta * (win_rate - 0.5)) ** 2).mean()
+
+
 def torch_sppo(model_dir, batch):
     """(model, AdamW, seq_logp() -> [B] policy log-probs, loss() -> the SPPO loss against the anchor
     log-probs of the batch under the initial weights), in PyTorch + transformers."""
@@ -65,20 +87,16 @@ def torch_sppo(model_dir, batch):
 
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0, eps=1e-8)
-    tokens = torch.from_numpy(batch["tokens"])
-    mask = torch.from_numpy(batch["loss_mask"][:, 1:]).float()
     win = torch.from_numpy(batch["win_rate"])
 
     def seq_logp():
-        logits = model(tokens[:, :-1]).logits
-        per_token = torch.gather(logits.log_softmax(-1), 2, tokens[:, 1:, None]).squeeze(2)
-        return (per_token * mask).sum(-1)
+        return torch_seq_logp(model, batch["tokens"], batch["loss_mask"])
 
     with torch.no_grad():
         anchor = seq_logp()
 
     def loss():
-        return ((seq_logp() - anchor - ETA * (win - 0.5)) ** 2).mean()
+        return torch_sppo_loss(seq_logp(), anchor, win, ETA)
 
     return model, opt, seq_logp, loss
 
