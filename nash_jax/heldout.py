@@ -24,13 +24,10 @@ from nash_jax import runs
 from nash_jax.judges.simple import import_function
 from nash_jax.rollouts import sample_rows
 
-METRICS = ("heldout_accuracy", "heldout_format_rate", "heldout_finished")
-
-
-def verify(config, run, name, label, load_model, prompts, prompt_ids, tokenizer, mesh):
-    """{metric: value} of iterate `label` (stage eval/heldout_<name>; `load_model()` is called only
+def verify(config, run, label, load_model, prompts, prompt_ids, tokenizer, mesh):
+    """{metric: value} of iterate `label` (stage eval/heldout_<label>; `load_model()` is called only
     when the stage is not done yet)."""
-    stage, path = f"eval/heldout_{name}", run / "eval" / f"heldout_{name}.jsonl"
+    stage, path = f"eval/heldout_{label}", run / "eval" / f"heldout_{label}.jsonl"
     if run.done(stage):
         return run.info(stage)
     greedy = dataclasses.replace(config.sampling, temperature=0.0, top_p=1.0, top_k=0)

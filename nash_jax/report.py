@@ -90,7 +90,7 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
         policies = [*iterates, *([(AVERAGE_LABEL, averaged)] if average_row else [])]
         for i, (label, path) in enumerate(policies):
             samples[i]["exact"] = samples[i]["exact"] | heldout.verify(
-                config, run, label, label, functools.partial(components.load_policy, path, config, mesh),
+                config, run, label, functools.partial(components.load_policy, path, config, mesh),
                 prompts, ids, tokenizer, mesh)
         heldout.write_all(run, [label for label, _ in policies])
     responses = [s["responses"] for s in samples]
