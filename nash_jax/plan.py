@@ -340,7 +340,7 @@ def table(result):
     memory = result["device_memory_bytes"]
     lines = [f"model: {result['model']} ({result['parameters_count'] / 1e9:.2f} B parameters, "
              f"{result['param_dtype']} parameters, {result['dtype']} compute, remat "
-             f"{'on' if result['remat'] else 'off'})",
+             f"{result['remat']})",
              f"mesh: {result['mesh']} on {result['devices']} devices; {result['optimizer']}, "
              f"objective {result['objective']}, {result['rows_per_device']} rows × "
              f"{result['length']} tokens per device per micro-batch "

@@ -173,7 +173,7 @@ def test_llama3_8b_in_fp32_on_one_141gb_gpu_does_not_fit_even_with_remat_and_bf1
     problem = plan.shortfall(adamw)
     assert "largest term is optimizer" in problem and "alone exceed" not in problem
     rmsprop = _preset_plan("sppo_llama3_8b.yaml", "llama3_8b", 1, "141GB", ["train.micro_batches=64"])
-    assert rmsprop["remat"] and rmsprop["rows_per_device"] == 1
+    assert rmsprop["remat"] == "full" and rmsprop["rows_per_device"] == 1
     assert not rmsprop["fits"]
     assert 4 * p * 5 <= rmsprop["total_bytes"] - rmsprop["activations_bytes"] <= 4 * p * 5 + 2**20
     bf16 = _preset_plan("sppo_llama3_8b.yaml", "llama3_8b", 1, "141GB",
