@@ -13,7 +13,7 @@ from nash_jax import config as config_lib
 PROGRAM = """
 import sys
 import jax, jax.numpy as jnp
-from nash_jax import compilation_cache
+from nash_jax.runs import compilation_cache
 compilation_cache.enable(sys.argv[1])
 print(float(jax.jit(lambda x: jnp.sin(x) * 3 + 1)(jnp.arange(4.0)).sum()))
 """
@@ -31,7 +31,7 @@ def test_enable_writes_compiled_programs_to_the_directory(tmp_path):
 
 
 def test_a_file_in_the_way_is_named(tmp_path):
-    from nash_jax import compilation_cache
+    from nash_jax.runs import compilation_cache
 
     (tmp_path / "taken").write_text("")
     with pytest.raises(ValueError, match=r"compilation_cache_dir=.*taken exists and is not a directory"):

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nash_jax import cli, tabular
+from nash_jax import cli
+from nash_jax.evaluation import tabular
 from tests.processes import USER_CLI
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import torch
 import transformers
 from safetensors.numpy import load_file
 
-from nash_jax.iterate_averaging import average_policies
+from nash_jax.evaluation.iterate_averaging import average_policies
 from tests.tiny_hf import build_torch_model
 
 

@@ -86,7 +86,7 @@ def test_write_dir_atomically_replaces_only_a_directory_it_wrote(tmp_path):
 
 
 def test_an_output_path_is_new_or_refused_and_overwrite_replaces_only_nash_jax_output(tmp_path):
-    from nash_jax.files import check_output
+    from nash_jax.runs.files import check_output
 
     (tmp_path / "users").mkdir()
     (tmp_path / "users" / "a.txt").write_text("mine")

@@ -148,7 +148,7 @@ def test_the_command_says_one_line_for_os_errors_bad_flags_and_closed_pipes(tmp_
 
 @pytest.mark.parametrize("matrix", ["[[0.5, true], [false, 0.5]]", "[[0.5, '0.2'], [0.8, 0.5]]"])
 def test_game_matrices_take_numbers_only(tmp_path, matrix):
-    from nash_jax.tabular import load_game
+    from nash_jax.evaluation.tabular import load_game
 
     path = tmp_path / "g.yaml"
     path.write_text(f"responses: [a, b]\nmatrix: {matrix}\n")

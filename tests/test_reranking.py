@@ -4,7 +4,7 @@ import numpy as np
 from scipy.special import expit
 
 from nash_jax.judges.base import PreferenceModel
-from nash_jax.reranking import best_of_n, rerank_groups
+from nash_jax.evaluation.reranking import best_of_n, rerank_groups
 
 
 class LikesWitty(PreferenceModel):

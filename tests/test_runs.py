@@ -8,7 +8,7 @@ from nash_jax.runs import RunDir
 def test_large_artifacts_are_checked_by_size_and_their_ends(tmp_path, monkeypatch):
     """Above DIGEST_MAX_BYTES a file is identified by its size and a hash of its first and last MiB:
     cheap for model shards, blind to a copy (a copied run directory resumes), not to truncation."""
-    from nash_jax.run import fingerprints
+    from nash_jax.runs import fingerprints
 
     monkeypatch.setattr(fingerprints, "DIGEST_MAX_BYTES", 10)
     run = RunDir(tmp_path)

@@ -9,12 +9,13 @@ import torch
 from flax import nnx
 from scipy.stats import chisquare
 
-from nash_jax import parallel, sampling
+from nash_jax import parallel
+from nash_jax.rollout import sampling
 from nash_jax.core.losses import sequence_logprobs
 from nash_jax.models import load_pretrained
 from nash_jax.models.llama import Llama, LlamaConfig
-from nash_jax.padding import left_pad
-from nash_jax.sampling import generate, generate_text, mixture_generate
+from nash_jax.parallel.padding import left_pad
+from nash_jax.rollout.sampling import generate, generate_text, mixture_generate
 from tests.tiny_hf import write_tokenizer
 
 PROMPTS = [[5, 6, 7], list(range(10, 21)), [42], [7, 8, 9, 10, 11, 12]]

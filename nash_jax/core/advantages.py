@@ -13,7 +13,7 @@ is a fine padding id.
   pseudo-labels       majority_vote, pseudo_label_rewards, band_filter
   games               rae_advantages (SPIRAL), turn_discount, game_outcome_rewards, win_draw_loss_rate
   loss aggregation    aggregate_loss
-  diversity           cluster_entropy, mean_pairwise_cosine_distance, archive_novelty
+  (diversity of what a proposer writes: core.diversity)
 
 GRPO: Shao et al. 2024. Dr. GRPO: Liu et al. 2025. RLOO: Ahmadian et al. 2024. R-Zero: arXiv 2508.05004.
 SPICE: arXiv 2510.24684. SSR: arXiv 2512.18552. SPIRAL: arXiv 2506.24119. The formulas and their test
@@ -23,38 +23,7 @@ vectors are those of reference/notes_self_play.md §3–§4.
 import jax
 import jax.numpy as jnp
 
-_F32 = jnp.float32
-
-
-def _choice(table, name, what):
-    if name not in table:
-        raise ValueError(f"unknown {what} {name!r}; expected one of {sorted(table)}")
-    return table[name]
-
-
-def _in_range(ids, mask, size):
-    """mask ∧ 0 ≤ id < size: the entries that take part (bool, shaped like ids)."""
-    inside = (ids >= 0) & (ids < size)
-    return inside if mask is None else inside & jnp.asarray(mask, bool)
-
-
-def _segments(ids, mask, size):
-    """(valid [N] bool, ids with padding moved to `size` where segment sums drop it, count [size] f32)."""
-    valid = _in_range(ids, mask, size)
-    ids = jnp.where(valid, ids, size)
-    return valid, ids, jax.ops.segment_sum(valid.astype(_F32), ids, size)
-
-
-def _read(values, ids):
-    """values[ids], 0 where an id lies outside [0, len(values)) (padding; −1 does not wrap around)."""
-    inside = (ids >= 0) & (ids < values.shape[0])
-    return jnp.where(inside, values[jnp.clip(ids, 0, values.shape[0] - 1)], 0)
-
-
-def _safe_divide(num, den):
-    """num / den, 0 where den is 0 (an empty group, an empty batch)."""
-    return jnp.where(den != 0, num / jnp.where(den != 0, den, 1), 0.0)
-
+from nash_jax.core.segments import F32, choice, in_range, masked_segments, read, safe_divide
 
 # ---------------------------------------------------------------------------------------------------
 # Comparison groups
@@ -67,17 +36,17 @@ def segment_moments(x, segments, mask=None, *, num_segments, ddof=1):
     with m_g = 0 for an empty segment and s_g = 0 where n_g ≤ ddof. Two passes (mean, then squared
     deviations), not E[x²] − m², so a large common offset does not cancel digits away.
     """
-    valid, ids, count = _segments(segments, mask, num_segments)
-    x = jnp.where(valid, x.astype(_F32), 0.0)
-    mean = _safe_divide(jax.ops.segment_sum(x, ids, num_segments), count)
-    deviation = jnp.where(valid, x - _read(mean, ids), 0.0)
+    valid, ids, count = masked_segments(segments, mask, num_segments)
+    x = jnp.where(valid, x.astype(F32), 0.0)
+    mean = safe_divide(jax.ops.segment_sum(x, ids, num_segments), count)
+    deviation = jnp.where(valid, x - read(mean, ids), 0.0)
     square_sum = jax.ops.segment_sum(deviation**2, ids, num_segments)
-    std = jnp.sqrt(_safe_divide(square_sum, jnp.maximum(count - ddof, 0.0)))
+    std = jnp.sqrt(safe_divide(square_sum, jnp.maximum(count - ddof, 0.0)))
     return count, mean, std
 
 
 def _grpo(r, n, m, s, eps):
-    return _safe_divide(r - m, s + eps)
+    return safe_divide(r - m, s + eps)
 
 
 def _drgrpo(r, n, m, s, eps):
@@ -85,7 +54,7 @@ def _drgrpo(r, n, m, s, eps):
 
 
 def _rloo(r, n, m, s, eps):
-    return _safe_divide(n, n - 1.0) * (r - m)
+    return safe_divide(n, n - 1.0) * (r - m)
 
 
 GROUP_ADVANTAGES = {"grpo": _grpo, "drgrpo": _drgrpo, "rloo": _rloo}
@@ -102,11 +71,11 @@ def group_advantages(rewards, groups, mask=None, *, num_groups, mode="grpo", ddo
     padding get exactly 0. (verl gives a singleton its raw reward, which pushes on the reward's absolute
     level instead of on beating peers.) An all-equal group gets 0 in every mode, eps = 0 included.
     """
-    advantage = _choice(GROUP_ADVANTAGES, mode, "advantage mode")
-    valid = _in_range(groups, mask, num_groups)
+    advantage = choice(GROUP_ADVANTAGES, mode, "advantage mode")
+    valid = in_range(groups, mask, num_groups)
     n, m, s = segment_moments(rewards, groups, valid, num_segments=num_groups, ddof=ddof)
-    n_i = _read(n, groups)
-    a = advantage(rewards.astype(_F32), n_i, _read(m, groups), _read(s, groups), eps)
+    n_i = read(n, groups)
+    a = advantage(rewards.astype(F32), n_i, read(m, groups), read(s, groups), eps)
     return jnp.where(valid & (n_i > 1), a, 0.0)
 
 
@@ -116,8 +85,8 @@ def degenerate_groups(rewards, groups, mask=None, *, num_groups):
     Such a group gives every member a zero advantage: it costs compute and teaches nothing. A
     singleton group is degenerate. Empty groups are not.
     """
-    valid, ids, count = _segments(groups, mask, num_groups)
-    r = rewards.astype(_F32)
+    valid, ids, count = masked_segments(groups, mask, num_groups)
+    r = rewards.astype(F32)
     high = jax.ops.segment_max(jnp.where(valid, r, -jnp.inf), ids, num_groups)
     low = jax.ops.segment_min(jnp.where(valid, r, jnp.inf), ids, num_groups)
     return (count > 0) & (high == low)
@@ -129,10 +98,10 @@ def signal_share(rewards, groups, mask=None, *, num_groups):
     0 when there is no group at all. Log it every step: a falling share means the task distribution
     has become too easy or too hard for the comparison to carry signal.
     """
-    _, _, count = _segments(groups, mask, num_groups)
+    _, _, count = masked_segments(groups, mask, num_groups)
     degenerate = degenerate_groups(rewards, groups, mask, num_groups=num_groups)
-    non_empty = jnp.sum(count > 0, dtype=_F32)
-    return _safe_divide(non_empty - jnp.sum(degenerate, dtype=_F32), non_empty)
+    non_empty = jnp.sum(count > 0, dtype=F32)
+    return safe_divide(non_empty - jnp.sum(degenerate, dtype=F32), non_empty)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -153,23 +122,23 @@ def pass_rate(success, valid=None, *, denominator="all"):
     ("valid"); success [Q, K] bool or 0/1, valid [Q, K] bool. p = 0 for a row with no valid sample."""
     _check_denominator(denominator)
     valid = jnp.ones(success.shape, bool) if valid is None else jnp.asarray(valid, bool)
-    solved = jnp.sum(jnp.where(valid, success.astype(_F32), 0.0), axis=-1)
+    solved = jnp.sum(jnp.where(valid, success.astype(F32), 0.0), axis=-1)
     if denominator == "all":
         return solved / success.shape[-1]
-    return _safe_divide(solved, jnp.sum(valid, axis=-1, dtype=_F32))
+    return safe_divide(solved, jnp.sum(valid, axis=-1, dtype=F32))
 
 
 def learnability(p):
     """4 p (1 − p): the variance of one solve, scaled to 1 at p = 1/2 (0 for tasks always or never
     solved)."""
-    p = jnp.asarray(p, _F32)
+    p = jnp.asarray(p, F32)
     return 4.0 * p * (1.0 - p)
 
 
 def tent(p):
     """1 − 2 |p − 1/2| (R-Zero paper's uncertainty reward r_unc). R-Zero's code uses min(p, 1 − p) =
     tent / 2."""
-    return 1.0 - 2.0 * jnp.abs(jnp.asarray(p, _F32) - 0.5)
+    return 1.0 - 2.0 * jnp.abs(jnp.asarray(p, F32) - 0.5)
 
 
 def spice_variance_reward(p, var=0.01):
@@ -178,14 +147,14 @@ def spice_variance_reward(p, var=0.01):
     p (1 − p) is the population variance of the K correctness bits. The unbiased estimate
     K/(K − 1) p (1 − p) would put the peak below 1 (0.938 at K = 8).
     """
-    p = jnp.asarray(p, _F32)
+    p = jnp.asarray(p, F32)
     return jnp.exp(-((p * (1.0 - p) - 0.25) ** 2) / (2.0 * var))
 
 
 def ssr_injector_reward(valid, solve_rate, alpha=0.8):
     """SSR bug injector: −1 if the bug artifact fails the consistency checks, −α if the solvers
     always or never fix it (s ∈ {0, 1}), else 1 − (1 + α) s."""
-    s = jnp.asarray(solve_rate, _F32)
+    s = jnp.asarray(solve_rate, F32)
     shaped = jnp.where((s == 0.0) | (s == 1.0), -alpha, 1.0 - (1.0 + alpha) * s)
     return jnp.where(jnp.asarray(valid, bool), shaped, -1.0)
 
@@ -193,7 +162,7 @@ def ssr_injector_reward(valid, solve_rate, alpha=0.8):
 def gate_invalid(reward, ok, invalid_value):
     """reward where ok, else invalid_value. Papers differ: −1 (R-Zero code, SSR), −0.1 (SPICE), 0
     (SSP after its −0.1 penalty drove the valid-question rate to zero)."""
-    return jnp.where(jnp.asarray(ok, bool), jnp.asarray(reward, _F32), jnp.asarray(invalid_value, _F32))
+    return jnp.where(jnp.asarray(ok, bool), jnp.asarray(reward, F32), jnp.asarray(invalid_value, F32))
 
 
 def _rzero_paper(p, share, ok):
@@ -216,8 +185,8 @@ def rzero_challenger_reward(p, share, ok, *, form="paper"):
 
     share = |C_k| / B of the question's BLEU cluster (`selfplay.diversity.repetition_penalty`).
     """
-    form_fn = _choice(RZERO_FORMS, form, "R-Zero reward form")
-    return form_fn(jnp.asarray(p, _F32), jnp.asarray(share, _F32), jnp.asarray(ok, bool))
+    form_fn = choice(RZERO_FORMS, form, "R-Zero reward form")
+    return form_fn(jnp.asarray(p, F32), jnp.asarray(share, F32), jnp.asarray(ok, bool))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -242,21 +211,21 @@ def majority_vote(answer_ids, *, denominator="all"):
     first = jnp.argmax(counts, axis=-1)[..., None]
     count = jnp.take_along_axis(counts, first, axis=-1)[..., 0]
     label = jnp.where(count > 0, jnp.take_along_axis(ids, first, axis=-1)[..., 0], -1)
-    total = ids.shape[-1] if denominator == "all" else jnp.sum(answered, axis=-1, dtype=_F32)
-    return label.astype(jnp.int32), count, _safe_divide(count.astype(_F32), jnp.asarray(total, _F32))
+    total = ids.shape[-1] if denominator == "all" else jnp.sum(answered, axis=-1, dtype=F32)
+    return label.astype(jnp.int32), count, safe_divide(count.astype(F32), jnp.asarray(total, F32))
 
 
 def pseudo_label_rewards(answer_ids, label):
     """[Q, M] float32: 1 where a sample's answer is in the majority class label[q], else 0 (also for
     no answer, and for every sample of a row without a label)."""
     ids = jnp.asarray(answer_ids)
-    return ((ids == jnp.asarray(label)[..., None]) & (ids >= 0)).astype(_F32)
+    return ((ids == jnp.asarray(label)[..., None]) & (ids >= 0)).astype(F32)
 
 
 def band_filter(p, lo, hi):
     """lo ≤ p ≤ hi, both ends inclusive: the tasks kept for the solver. R-Zero paper: [1/2 − δ, 1/2 + δ],
     δ = 1/4; R-Zero code: [0.3, 0.8]."""
-    p = jnp.asarray(p, _F32)
+    p = jnp.asarray(p, F32)
     return (p >= lo) & (p <= hi)
 
 
@@ -282,11 +251,11 @@ def _rae_batched(r, keys, valid, b, decay):
     (game, seat) pairs, is small)."""
     one_hot = (keys[:, None] == jnp.arange(b.shape[0])) & valid[:, None]  # [N, E]
     at_or_after = jax.lax.cumsum(one_hot.astype(jnp.int32), axis=0, reverse=True)
-    later = jnp.sum(jnp.where(one_hot, at_or_after - 1, 0), axis=-1).astype(_F32)
+    later = jnp.sum(jnp.where(one_hot, at_or_after - 1, 0), axis=-1).astype(F32)
     weighted = jnp.where(valid, (1.0 - decay) * decay**later * r, 0.0)
-    count = jnp.sum(one_hot, axis=0, dtype=_F32)
+    count = jnp.sum(one_hot, axis=0, dtype=F32)
     new_b = decay**count * b + jnp.sum(jnp.where(one_hot, weighted[:, None], 0.0), axis=0)
-    return jnp.where(valid, r - _read(b, keys), 0.0), new_b
+    return jnp.where(valid, r - read(b, keys), 0.0), new_b
 
 
 def rae_advantages(rewards, keys, baselines, mask=None, *, decay=0.95, sequential=True):
@@ -304,14 +273,14 @@ def rae_advantages(rewards, keys, baselines, mask=None, *, decay=0.95, sequentia
     as the loop (computed in closed form, in parallel). Padding (mask false, key out of range) gets
     A = 0 and changes no baseline.
     """
-    valid = _in_range(keys, mask, baselines.shape[0])
+    valid = in_range(keys, mask, baselines.shape[0])
     advantage = _rae_sequential if sequential else _rae_batched
-    return advantage(rewards.astype(_F32), keys, valid, baselines.astype(_F32), decay)
+    return advantage(rewards.astype(F32), keys, valid, baselines.astype(F32), decay)
 
 
 def turn_discount(advantages, steps_from_end, gamma):
     """A · γ^steps_from_end: a player's advantage spread over its turns (0 = the last turn)."""
-    return jnp.asarray(advantages, _F32) * jnp.asarray(gamma, _F32) ** jnp.asarray(steps_from_end, _F32)
+    return jnp.asarray(advantages, F32) * jnp.asarray(gamma, F32) ** jnp.asarray(steps_from_end, F32)
 
 
 def game_outcome_rewards(winner, invalid_player, truncated, *, invalid_penalty=-1.5,
@@ -328,13 +297,13 @@ def game_outcome_rewards(winner, invalid_player, truncated, *, invalid_penalty=-
     outcome = jnp.where(winner < 0, 0.0, jnp.where(seat == winner, 1.0, -1.0))
     outcome = jnp.where(jnp.asarray(truncated, bool)[:, None], 0.0, outcome)
     invalid = jnp.where(seat == offender, invalid_penalty, invalid_bonus)
-    return jnp.where(offender >= 0, invalid, outcome).astype(_F32)
+    return jnp.where(offender >= 0, invalid, outcome).astype(F32)
 
 
 def win_draw_loss_rate(counts):
     """(W + D/2) / (W + D + L) from counts [..., 3] of (wins, draws, losses) → [...] float32; NaN where
     no game was played (no result, which a mean would otherwise hide as a loss)."""
-    counts = jnp.asarray(counts, _F32)
+    counts = jnp.asarray(counts, F32)
     wins, draws = counts[..., 0], counts[..., 1]
     games = jnp.sum(counts, axis=-1)
     return jnp.where(games > 0, (wins + 0.5 * draws) / jnp.where(games > 0, games, 1.0), jnp.nan)
@@ -345,23 +314,23 @@ def win_draw_loss_rate(counts):
 
 
 def _token_mean(loss, tokens, max_len):
-    return _safe_divide(jnp.sum(loss), jnp.sum(tokens))
+    return safe_divide(jnp.sum(loss), jnp.sum(tokens))
 
 
 def _seq_mean_token_mean(loss, tokens, max_len):
-    per_sequence = _safe_divide(jnp.sum(loss, axis=-1), tokens)
-    return _safe_divide(jnp.sum(per_sequence), jnp.sum(tokens > 0, dtype=_F32))
+    per_sequence = safe_divide(jnp.sum(loss, axis=-1), tokens)
+    return safe_divide(jnp.sum(per_sequence), jnp.sum(tokens > 0, dtype=F32))
 
 
 def _seq_mean_token_sum(loss, tokens, max_len):
-    return _safe_divide(jnp.sum(loss), jnp.sum(tokens > 0, dtype=_F32))
+    return safe_divide(jnp.sum(loss), jnp.sum(tokens > 0, dtype=F32))
 
 
 def _drgrpo_sum(loss, tokens, max_len):
     if max_len is None:
         raise ValueError("aggregation 'drgrpo' divides by the generation budget L_max; pass max_len "
                          "(the sampler's max_new_tokens), not None")
-    return _safe_divide(jnp.sum(loss), jnp.sum(tokens > 0, dtype=_F32) * max_len)
+    return safe_divide(jnp.sum(loss), jnp.sum(tokens > 0, dtype=F32) * max_len)
 
 
 AGGREGATIONS = {"token-mean": _token_mean, "seq-mean-token-mean": _seq_mean_token_mean,
@@ -379,51 +348,7 @@ def aggregate_loss(token_loss, mask, mode, max_len=None):
     n_i = response tokens of sequence i; B = sequences with at least one token, so padding rows do not
     dilute the mean. verl's `seq-mean-token-sum-norm` is drgrpo without the 1/B.
     """
-    aggregate = _choice(AGGREGATIONS, mode, "loss aggregation")
+    aggregate = choice(AGGREGATIONS, mode, "loss aggregation")
     mask = jnp.asarray(mask, bool)
-    loss = jnp.where(mask, token_loss.astype(_F32), 0.0)
-    return aggregate(loss, jnp.sum(mask, axis=-1, dtype=_F32), max_len)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Diversity of what a proposer writes
-
-
-def cluster_entropy(cluster_ids, mask=None, *, num_clusters=None):
-    """(H / log B, H) with H = −Σ_k π_k log π_k and π_k = |C_k| / B over the B valid items (float32).
-
-    cluster_ids [B] int in [0, num_clusters) (default B). The normalised entropy is 1 when every item
-    is its own cluster and 0 when all share one (or B ≤ 1).
-    """
-    num_clusters = cluster_ids.shape[0] if num_clusters is None else num_clusters
-    _, _, sizes = _segments(cluster_ids, mask, num_clusters)
-    total = jnp.sum(sizes)
-    share = _safe_divide(sizes, total)
-    entropy = -jnp.sum(jnp.where(share > 0, share * jnp.log(jnp.where(share > 0, share, 1.0)), 0.0))
-    return _safe_divide(entropy, jnp.log(jnp.maximum(total, 1.0))), entropy
-
-
-def _unit(x, eps=1e-12):
-    x = jnp.asarray(x, _F32)
-    return x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), eps)
-
-
-def mean_pairwise_cosine_distance(embeddings, mask=None):
-    """1 − mean_{i≠j} cos(E_i, E_j) over the valid rows of embeddings [B, D] (scalar float32); 0 with
-    fewer than two rows."""
-    e = _unit(embeddings)
-    valid = jnp.ones(e.shape[0], bool) if mask is None else jnp.asarray(mask, bool)
-    pair = valid[:, None] & valid[None, :] & ~jnp.eye(e.shape[0], dtype=bool)
-    cosine = jnp.where(pair, e @ e.T, 0.0)
-    pairs = jnp.sum(pair, dtype=_F32)
-    return jnp.where(pairs > 0, 1.0 - _safe_divide(jnp.sum(cosine), pairs), 0.0)
-
-
-def archive_novelty(embedding, archive, archive_mask=None):
-    """1 − max_a cos(e, a) over the valid archive rows → [...] float32 for embedding [..., D] and
-    archive [A, D]; 1 against an empty archive. Novelty against everything kept so far, not only this
-    batch (a batch can look diverse while repeating the last hundred)."""
-    cosine = _unit(embedding) @ _unit(archive).T
-    valid = jnp.ones(archive.shape[0], bool) if archive_mask is None else jnp.asarray(archive_mask, bool)
-    nearest = jnp.max(jnp.where(valid, cosine, -jnp.inf), axis=-1)
-    return jnp.where(jnp.any(valid), 1.0 - nearest, 1.0)
+    loss = jnp.where(mask, token_loss.astype(F32), 0.0)
+    return aggregate(loss, jnp.sum(mask, axis=-1, dtype=F32), max_len)

@@ -32,8 +32,8 @@ from nash_jax.judges.base import PreferenceModel
 from nash_jax.judges.on_mesh import MIN_WIDTH, OnMesh
 from nash_jax.models.llama import KVCache, positions_from_segments
 from nash_jax.models.tokenizer import load_tokenizer
-from nash_jax.padding import bucket_size, right_pad
-from nash_jax.sampling import fan_out
+from nash_jax.parallel.padding import bucket_size, right_pad
+from nash_jax.rollout.sampling import fan_out
 
 log = logging.getLogger(__name__)
 

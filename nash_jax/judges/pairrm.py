@@ -28,7 +28,7 @@ from nash_jax.models.hf import read_config
 from nash_jax.models.loading import (COPY, TRANSPOSE, ArraySource, KeyMap, Rule, SafetensorsSource,
                                      load_into, open_safetensors)
 from nash_jax.models.tokenizer import load_tokenizer
-from nash_jax.padding import bucket_size
+from nash_jax.parallel.padding import bucket_size
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from nash_jax.models import hf, loading
 from nash_jax.models.llama import Llama
 from nash_jax.models.params import param
 from nash_jax.models.tokenizer import load_tokenizer
-from nash_jax.padding import bucket_size, right_pad
+from nash_jax.parallel.padding import bucket_size, right_pad
 
 log = logging.getLogger(__name__)
 

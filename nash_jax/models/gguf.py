@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nash_jax.files import check_output, write_dir_atomically
+from nash_jax.runs.files import check_output, write_dir_atomically
 from nash_jax.models import gguf_tokenizer, hf
 
 DTYPES = ("float32", "bfloat16")

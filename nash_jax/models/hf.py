@@ -18,7 +18,7 @@ import jax
 from flax import nnx
 from safetensors.numpy import save_file
 
-from nash_jax.files import write_atomically, write_text_atomically
+from nash_jax.runs.files import write_atomically, write_text_atomically
 from nash_jax.models import loading
 from nash_jax.models.hf_config import SUPPORTED, config_from_hf, hf_config_from
 from nash_jax.models.llama import Llama

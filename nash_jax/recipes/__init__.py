@@ -17,7 +17,8 @@ from typing import Callable
 
 import yaml
 
-from nash_jax import compilation_cache, components
+from nash_jax.runs import compilation_cache
+from nash_jax.setup import components
 from nash_jax import config as config_lib
 from nash_jax.config import to_dict
 from nash_jax.runs import RunDir
@@ -32,20 +33,13 @@ class Recipe:
     check: Callable | None = None  # check(config): relations between fields, before anything starts
     summary: Callable | None = None  # summary(report dict) -> lines `nash-jax run` prints at the end;
     #                                  default: report.summary_lines (the cross-iterate win rates)
-    # model.path values that name a built-in model, not a directory: {name: its tokenizer directory}
-    builtin_models: dict = dataclasses.field(default_factory=lambda: {
-        config_lib.BUILTIN_SYNTHETIC: _synthetic_tokenizer()})
+    # the built-in models (tasks.builtin_models) whose warm start the recipe makes
+    builtin_models: tuple = (config_lib.BUILTIN_SYNTHETIC,)
     plan_step: Callable | None = None  # plan_step(config) -> plan.StepShape of one update (what
     #                                    `nash-jax plan` sizes); default: plan.default_step
     # the report-only eval fields (config.REPORT_ONLY_EVAL_FIELDS) its report reads: `nash-jax rerank`
     # needs best_of_n, `nash-jax average` average_iterates (and the iterate_dirs such a report lists)
     report_options: tuple = config_lib.REPORT_ONLY_EVAL_FIELDS
-
-
-def _synthetic_tokenizer():
-    from nash_jax.tasks import synthetic
-
-    return synthetic.TOKENIZER_DIR
 
 
 RECIPES = {}
@@ -72,10 +66,12 @@ def get(name):
 def plan_inputs(config):
     """What `plan.plan` and `plan.check_before_loading` need to know of `config`'s recipe: the
     StepShape of its update and the tokenizer of a built-in model."""
+    from nash_jax.tasks import builtin_models
+
     recipe = get(config.recipe)
-    builtin = recipe.builtin_models.get(config.model.path)
+    builtin = builtin_models.get(config.model.path) if config.model.path in recipe.builtin_models else None
     return {"step": recipe.plan_step(config) if recipe.plan_step else None,
-            "builtin_tokenizer": (config.model.tokenizer or builtin) if builtin else None}
+            "builtin_tokenizer": (config.model.tokenizer or builtin.tokenizer_dir) if builtin else None}
 
 
 def check_report_option(config, field, what):
@@ -150,7 +146,7 @@ def summary_lines(config, report):
     recipe = get(config.recipe)
     if recipe.summary is not None:
         return recipe.summary(report)
-    from nash_jax.report import summary_lines as default
+    from nash_jax.reporting import summary_lines as default
     return default(report)
 
 

@@ -16,7 +16,7 @@ import jax
 import numpy as np
 
 from nash_jax import data, runs
-from nash_jax.train import OptimizerConfig, init_train_state, make_optimizer, make_step
+from nash_jax.train import init_train_state, make_optimizer, make_step
 
 
 def train_loop(run, stage, *, state, total, work, checkpoint_every, batches=None, extra=None,
@@ -130,10 +130,3 @@ def fit_rows(run, stage, model, rows, *, objective, to_batch, optimizer, batch_s
                           checkpoint_every=checkpoint_every, max_skipped_fraction=max_skipped_fraction)
     return model_def.merge(state.params)
 
-
-def optimizer_config(config, total_steps, **overrides):
-    """The OptimizerConfig of a run config's train.optimizer section."""
-    o = config.train.optimizer
-    return OptimizerConfig(**{**dict(name=o.name, learning_rate=o.learning_rate, schedule=o.schedule,
-                                     warmup_ratio=o.warmup_ratio, weight_decay=o.weight_decay,
-                                     clip_norm=o.clip_norm), "total_steps": total_steps, **overrides})

@@ -18,15 +18,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nash_jax import components, data, report, runs
+from nash_jax import data, reporting, runs
+from nash_jax.setup import components
 from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, PROBABILITY
-from nash_jax.padding import bucket_size
-from nash_jax.plan import StepShape
+from nash_jax.parallel.padding import bucket_size
+from nash_jax.setup.plan import StepShape
 from nash_jax.recipes import Recipe, register
 from nash_jax.recipes.online import copy, sampling_settings, start
 from nash_jax.recipes.preparation import prepare
-from nash_jax.rollouts import token_batch
-from nash_jax.sampling import generate, mixture_generate, pad_id_of
+from nash_jax.rollout.batches import token_batch
+from nash_jax.rollout.sampling import generate, mixture_generate, pad_id_of
 from nash_jax.tasks import synthetic_eval
 from nash_jax.train import make_logprobs
 
@@ -57,7 +58,7 @@ def run_nash_md(config, run):
         run.finish(STAGE, [f"iter_{k}/policy" for k in range(n.snapshots)])
     iterates = [("pi_0", components.initial_policy_dir(config, run))] + [
         (f"pi_{k + 1}", run / f"iter_{k}" / "policy") for k in range(n.snapshots)]
-    return report.evaluate_and_write(
+    return reporting.evaluate_and_write(
         config, run, iterates=iterates, eval_prompts=splits.eval, tokenizer=tokenizer, judge=judge,
         mesh=mesh, iterations=segment_summaries(config, run),
         policy_metrics=synthetic_eval.policy_metrics(config, tokenizer, mesh))
@@ -73,7 +74,7 @@ def segment_summaries(config, run):
     """Per exported snapshot: the loss curve of the steps that led to it."""
     metrics = runs.read_metrics(run / "metrics.jsonl")
     per = config.nash_md.steps // config.nash_md.snapshots
-    return [{"iteration": k, **report.loss_curve(metrics, STAGE, k * per, (k + 1) * per)}
+    return [{"iteration": k, **reporting.loss_curve(metrics, STAGE, k * per, (k + 1) * per)}
             for k in range(config.nash_md.snapshots)]
 
 

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from nash_jax import components, parallel
-from nash_jax.recipes.loop import optimizer_config, train_loop
-from nash_jax.sampling import eos_ids_of, pad_id_of
+from nash_jax import parallel
+from nash_jax.setup import components
+from nash_jax.recipes.loop import train_loop
+from nash_jax.setup.components import optimizer_config
+from nash_jax.rollout.sampling import eos_ids_of, pad_id_of
 from nash_jax.train import init_train_state, make_optimizer, make_step
 from nash_jax.train.steps import token_logprobs
 

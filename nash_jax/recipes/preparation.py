@@ -4,12 +4,14 @@ and, on the synthetic task, the initial policy π_0 warm-started by a short supe
 import numpy as np
 from flax import nnx
 
-from nash_jax import components, plan, recipes
+from nash_jax import recipes
+from nash_jax.setup import components
+from nash_jax.setup import plan
 from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.models.llama import Llama, LlamaConfig
-from nash_jax.rollouts import token_batch
+from nash_jax.rollout.batches import token_batch
 from nash_jax.runs import stage_seed
-from nash_jax.sampling import pad_id_of
+from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.recipes.loop import fit_rows
 from nash_jax.tasks import synthetic
 from nash_jax.train import OptimizerConfig

@@ -8,7 +8,7 @@
               anchored to π_t, orbax checkpoints every N steps    iter_t/checkpoints/
     export    π_{t+1} as a Hugging Face directory                 iter_t/policy/
 
-then the evaluation and report (nash_jax.report). Each stage is recorded in RUN_DIR/manifest.json once
+then the evaluation and report (nash_jax.reporting). Each stage is recorded in RUN_DIR/manifest.json once
 its artifact is in place; a rerun skips finished stages and resumes training from its last checkpoint.
 """
 
@@ -17,14 +17,16 @@ from typing import Literal
 
 import numpy as np
 
-from nash_jax import components, report, runs
+from nash_jax import reporting, runs
+from nash_jax.setup import components
 from nash_jax.config import AT_LEAST_1, POSITIVE
 from nash_jax.core.saturation import win_rate_saturation
 from nash_jax.recipes import Recipe, register
-from nash_jax.recipes.loop import fit_rows, optimizer_config
+from nash_jax.recipes.loop import fit_rows
+from nash_jax.setup.components import optimizer_config
 from nash_jax.recipes.preparation import prepare
-from nash_jax.rollouts import sample_rows, token_batch
-from nash_jax.sampling import pad_id_of
+from nash_jax.rollout.batches import sample_rows, token_batch
+from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.tasks import synthetic_eval
 
 
@@ -43,7 +45,7 @@ def run_sppo(config, run):
                                              batch_sizes={"train.batch_size": config.train.batch_size})
     for t in range(config.sppo.iterations):
         iteration(config, run, t, splits.iterations[t], tokenizer, judge, mesh)
-    return report.evaluate_and_write(
+    return reporting.evaluate_and_write(
         config, run, iterates=iterates(config, run), eval_prompts=splits.eval, tokenizer=tokenizer,
         judge=judge, mesh=mesh, iterations=iteration_summaries(config, run),
         policy_metrics=synthetic_eval.policy_metrics(config, tokenizer, mesh))
@@ -61,7 +63,7 @@ def iteration_summaries(config, run):
     metrics = runs.read_metrics(run / "metrics.jsonl")
     out = []
     for t in range(config.sppo.iterations):
-        entry = {"iteration": t, **report.loss_curve(metrics, f"iter_{t}")}
+        entry = {"iteration": t, **reporting.loss_curve(metrics, f"iter_{t}")}
         steps = [m for m in metrics if m["stage"] == f"iter_{t}" and "target_reached" in m]
         if steps:
             entry["target_reached"] = float(steps[-1]["target_reached"])

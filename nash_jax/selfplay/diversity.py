@@ -1,6 +1,6 @@
 """Diversity of generated text (host side): distinct-n and R-Zero's BLEU-cluster repetition penalty.
 
-The cluster ids made here feed `core.advantages.cluster_entropy` and, through `repetition_penalty`,
+The cluster ids made here feed `core.diversity.cluster_entropy` and, through `repetition_penalty`,
 `core.advantages.rzero_challenger_reward`.
 """
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from nash_jax.data import quietly
-from nash_jax.files import reading_text
+from nash_jax.runs.files import reading_text
 
 NAMES = ("alder", "bell", "corin", "dunmore", "elsby", "fenwick", "garth", "holm", "ivel", "jarrow",
          "kesh", "lorn", "marsk", "nolt", "orrin", "pell")

@@ -18,7 +18,7 @@ import numpy as np
 from flax import nnx
 
 from nash_jax import parallel
-from nash_jax.padding import bucket_size, left_pad
+from nash_jax.parallel.padding import bucket_size, left_pad
 from nash_jax.selfplay import games as games_lib
 
 EXACT_GAMES = ("kuhn_poker", "leduc_poker")  # small enough for exact best responses

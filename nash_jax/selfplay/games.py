@@ -198,7 +198,7 @@ class ModelPlayer:
     def moves(self, requests, round_index):
         import jax
 
-        from nash_jax.sampling import eos_ids_of, generate, pad_id_of
+        from nash_jax.rollout.sampling import eos_ids_of, generate, pad_id_of
 
         prompt_ids = [encode_prompt(self.tokenizer, game.prompt(state)) for game, state in requests]
         samples = generate(self.model, prompt_ids, num_samples=1,

@@ -7,8 +7,8 @@ from flax import nnx
 
 from nash_jax import parallel
 from nash_jax.config import BUILTIN_SYNTHETIC
-from nash_jax.padding import bucket_size, left_pad
-from nash_jax.sampling import pad_id_of
+from nash_jax.parallel.padding import bucket_size, left_pad
+from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.tasks import synthetic
 
 

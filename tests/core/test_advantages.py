@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nash_jax.core import advantages as adv
+from nash_jax.core import diversity
 
 
 def close(actual, expected, atol=1e-6, **kwargs):
@@ -285,21 +286,21 @@ def test_drgrpo_aggregation_needs_max_len():
 
 
 def test_vector_j_cluster_entropy():
-    normalised, raw = adv.cluster_entropy(jnp.array([0, 0, 1, 2]))
+    normalised, raw = diversity.cluster_entropy(jnp.array([0, 0, 1, 2]))
     close(raw, 1.0397208)
     close(normalised, 0.75)
-    padded = adv.cluster_entropy(jnp.array([0, 0, 1, 2, 1, -1]), jnp.array([1, 1, 1, 1, 0, 1], bool))
+    padded = diversity.cluster_entropy(jnp.array([0, 0, 1, 2, 1, -1]), jnp.array([1, 1, 1, 1, 0, 1], bool))
     close(padded, (0.75, 1.0397208))
 
 
 def test_vector_j_pairwise_cosine_and_archive_novelty():
     e = jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
-    close(adv.mean_pairwise_cosine_distance(e), 0.5285955)
+    close(diversity.mean_pairwise_cosine_distance(e), 0.5285955)
     padded = jnp.concatenate([e, jnp.array([[5.0, -3.0]])])
-    close(adv.mean_pairwise_cosine_distance(padded, jnp.array([1, 1, 1, 0], bool)), 0.5285955)
+    close(diversity.mean_pairwise_cosine_distance(padded, jnp.array([1, 1, 1, 0], bool)), 0.5285955)
     archive = jnp.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]])
-    close(adv.archive_novelty(jnp.array([0.0, 1.0]), archive, jnp.array([True, True, False])), 0.2)
-    close(adv.archive_novelty(jnp.array([0.0, 1.0]), archive, jnp.zeros(3, bool)), 1.0)
+    close(diversity.archive_novelty(jnp.array([0.0, 1.0]), archive, jnp.array([True, True, False])), 0.2)
+    close(diversity.archive_novelty(jnp.array([0.0, 1.0]), archive, jnp.zeros(3, bool)), 1.0)
 
 
 # K. Group health (the group ids of K are built in tests/selfplay/test_episodes.py)

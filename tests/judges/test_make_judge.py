@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from nash_jax import components
+from nash_jax.setup import components
 from nash_jax.cli import main
 from nash_jax.config import JudgeConfig, build
 from nash_jax.judges import BUILDERS, CHECKS, check_judge, make_judge

@@ -18,7 +18,7 @@ from nash_jax.core import losses
 from nash_jax.models import load_pretrained, save_pretrained
 from nash_jax.models.hf import config_from_hf
 from nash_jax.models.llama import Llama
-from nash_jax.sampling import generate
+from nash_jax.rollout.sampling import generate
 from nash_jax.train import steps
 from nash_jax.train.state import split_model
 from tests.models.test_llama import padded_batch

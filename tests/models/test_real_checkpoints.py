@@ -15,7 +15,7 @@ import transformers
 from safetensors import safe_open
 
 from nash_jax.models import load_pretrained, load_tokenizer, save_pretrained
-from nash_jax.sampling import generate_text
+from nash_jax.rollout.sampling import generate_text
 from nash_jax.models.packaged import gemma3_gguf, smollm2_gguf
 
 pytestmark = pytest.mark.long

@@ -12,7 +12,7 @@ from nash_jax import recipes
 from nash_jax.config import load_config
 from nash_jax.models.llama import Llama, LlamaConfig
 from nash_jax.runs import read_metrics
-from nash_jax.sampling import generate, mixture_generate
+from nash_jax.rollout.sampling import generate, mixture_generate
 from tests.recipes.conftest import CONFIGS, assert_same_parameters, run_cli, small_config
 
 pytestmark = pytest.mark.long

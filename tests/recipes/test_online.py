@@ -5,7 +5,8 @@ is skipped too: π_0 is the freshly initialised model, which is all the set-up n
 
 import pytest
 
-from nash_jax import plan, recipes
+from nash_jax import recipes
+from nash_jax.setup import plan
 from nash_jax.config import load_config
 from nash_jax.recipes import online, preparation
 from tests.recipes import test_game_selfplay_recipe, test_proposer_solver_recipe

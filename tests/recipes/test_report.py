@@ -8,7 +8,7 @@ import pytest
 from nash_jax import recipes
 from nash_jax.cli import main
 from nash_jax.config import load_config
-from nash_jax.report import find_cycles, win_rate_table
+from nash_jax.evaluation.tables import find_cycles, win_rate_table
 from nash_jax.tasks import synthetic
 from tests.recipes.conftest import CONFIGS, assert_same_parameters, run_cli, small_config
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 import transformers
 
-from nash_jax import components, recipes, runs
+from nash_jax import recipes, runs
+from nash_jax.setup import components
 from nash_jax.cli import main
 from nash_jax.config import load_config
 from nash_jax.judges.simple import CallableJudge

@@ -10,13 +10,15 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from nash_jax import components, data, report, runs
+from nash_jax import data, reporting, runs
+from nash_jax.setup import components
 from nash_jax.judges.base import RewardModel
 from nash_jax.recipes import Recipe, register
-from nash_jax.recipes.loop import optimizer_config, train_loop
+from nash_jax.recipes.loop import train_loop
+from nash_jax.setup.components import optimizer_config
 from nash_jax.recipes.preparation import prepare
-from nash_jax.rollouts import token_batch
-from nash_jax.sampling import eos_ids_of, generate, pad_id_of
+from nash_jax.rollout.batches import token_batch
+from nash_jax.rollout.sampling import eos_ids_of, generate, pad_id_of
 from nash_jax.tasks import synthetic
 from nash_jax.train import Objective, init_train_state, make_optimizer, make_step
 from nash_jax.train import objectives
@@ -89,11 +91,11 @@ def run_toy(config, run):
                                  components.tokenizer_source(config, run))
         run.finish(STAGE, ["iter_0/policy"], baseline=float(extra["baseline"]))
     metrics = runs.read_metrics(run / "metrics.jsonl")
-    return report.evaluate_and_write(
+    return reporting.evaluate_and_write(
         config, run, iterates=[("pi_0", components.initial_policy_dir(config, run)),
                                ("pi_1", run / "iter_0" / "policy")],
         eval_prompts=splits.eval, tokenizer=tokenizer, judge=judge, mesh=mesh,
-        iterations=[{"iteration": 0, **report.loss_curve(metrics, STAGE)}])
+        iterations=[{"iteration": 0, **reporting.loss_curve(metrics, STAGE)}])
 
 
 register(Recipe(name="toy_reinforce", run=run_toy, section="toy_reinforce", section_type=ToyConfig))

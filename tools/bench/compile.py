@@ -68,7 +68,7 @@ def train_step_compile_s(layers, scan):
 
 def sampler_compile_s(layers, scan):
     """First generate() call minus a second one: K = 2 samples × 4 prompts × 16 new tokens."""
-    from nash_jax.sampling import generate
+    from nash_jax.rollout.sampling import generate
 
     model = tiny_llama(layers, scan)
     prompts = [list(range(3, 3 + n)) for n in (5, 9, 12, 7)]

@@ -24,13 +24,13 @@ sys.path.insert(0, str(ROOT))
 
 from common import emit, timings  # noqa: E402
 
-from nash_jax import components, parallel, runs  # noqa: E402
+from nash_jax import parallel, runs
+from nash_jax.setup import components  # noqa: E402
 from nash_jax.config import load_config  # noqa: E402
-from nash_jax.models.tokenizer import load_tokenizer  # noqa: E402
 from nash_jax.recipes import game_selfplay as recipe  # noqa: E402
-from nash_jax.recipes.loop import optimizer_config  # noqa: E402
+from nash_jax.setup.components import optimizer_config  # noqa: E402
 from nash_jax.runs import RunDir  # noqa: E402
-from nash_jax.sampling import pad_id_of  # noqa: E402
+from nash_jax.rollout.sampling import pad_id_of  # noqa: E402
 from nash_jax.selfplay import games as games_lib  # noqa: E402
 from nash_jax.train import init_train_state, make_optimizer, make_step  # noqa: E402
 
@@ -47,9 +47,9 @@ def main():
         run = RunDir(tmp)
         (game,) = recipe.make_games(config)
         mesh = components.make_mesh(config, {})
-        tokenizer = load_tokenizer(recipe.tokenizer_dir(config, run))
+        tokenizer = components.load_policy_tokenizer(config, run)
         recipe.warm_start(config, run, tokenizer, [game], mesh)
-        model = components.load_policy(recipe.initial_dir(config, run), config, mesh)
+        model = components.load_policy(components.initial_policy_dir(config, run), config, mesh)
         n = args.games or config.game_selfplay.games_per_step
         rounds = iter(range(10_000))
 

@@ -183,7 +183,7 @@ def prompts_of(hf, n):
 def sample_jax(hf, shape, remat, tiny):
     import jax
     import numpy as np
-    from nash_jax.sampling import generate
+    from nash_jax.rollout.sampling import generate
     n, k, new = shape
     model = jax_llama(hf, False)
     prompts = prompts_of(hf, n)

@@ -32,7 +32,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
 from common import emit, timings
 from nash_jax.judges.pairrm import LENGTH_BUCKETS, PairRM
-from nash_jax.padding import bucket_size
+from nash_jax.parallel.padding import bucket_size
 
 MARKERS = ["<|source|>", "<|candidate1|>", "<|candidate2|>", "<|candidate|>"]
 WORDS = [f"w{i}" for i in range(2000)]

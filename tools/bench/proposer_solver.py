@@ -20,11 +20,11 @@ import jax
 import numpy as np
 
 from common import emit
-from nash_jax import components, runs
+from nash_jax import runs
+from nash_jax.setup import components
 from nash_jax.config import load_config
-from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.recipes import proposer_solver as ps
-from nash_jax.recipes.loop import optimizer_config
+from nash_jax.setup.components import optimizer_config
 from nash_jax.runs import RunDir
 from nash_jax.selfplay import answer_sources
 from nash_jax.train import init_train_state, make_optimizer, make_step
@@ -45,7 +45,7 @@ def main():
         p = config.proposer_solver
         capacity = ps.rows_per_step(p)
         mesh = components.make_mesh(config, {"rows": capacity})
-        tokenizer = load_tokenizer(ps.tokenizer_dir(config, run))
+        tokenizer = components.load_policy_tokenizer(config, run)
         task = ps.task_data(config, run)
         ps.warm_start(config, run, tokenizer, mesh, task)
         game = ps.Game(config, tokenizer, mesh, answer_sources.answer_source(p.answer_source, p.task.name))

@@ -8,7 +8,7 @@ the same initial policy, prompts and training examples in the same run.
   sppo_iteration_train: our build + train stages (examples, the jitted SPPO step, orbax checkpoints,
       export) against a PyTorch loop of the official SPPO loss with AdamW, clipping and the config's
       schedule on the same examples, batches (the train stage's shuffle, left-padded as
-      nash_jax.rollouts.token_batch pads them) and epochs.
+      nash_jax.rollout.batches.token_batch pads them) and epochs.
 
 Our times are wall times of whole stages from the run's manifest, compilation included (a fresh
 process); `steady_time_s` is our generate stage again once compiled and `steady_step_s` our median
@@ -29,13 +29,14 @@ import torch
 import transformers
 
 from common import emit, timings
-from nash_jax import components, data, recipes, runs
+from nash_jax import data, recipes, runs
+from nash_jax.setup import components
 from nash_jax.config import load_config
-from nash_jax.padding import left_pad
-from nash_jax.recipes.loop import optimizer_config
-from nash_jax.rollouts import sample_rows, token_batch
+from nash_jax.parallel.padding import left_pad
+from nash_jax.setup.components import optimizer_config
+from nash_jax.rollout.batches import sample_rows, token_batch
 from nash_jax.runs import RunDir, read_metrics
-from nash_jax.sampling import eos_ids_of, pad_id_of
+from nash_jax.rollout.sampling import eos_ids_of, pad_id_of
 from train_step import torch_seq_logp, torch_sppo_loss
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +79,7 @@ TORCH_SCHEDULES = {"constant": lambda opt, warmup, total: transformers.get_const
 def torch_train(model, examples, config, pad_id):
     """The official SPPO loss, ((log π(y) − log π_t(y)) − η (P̂ − 1/2))², with AdamW, global-norm
     clipping and the config's schedule, on the recipe's own batches: the same shuffle (the train
-    stage's seed), batch size and epochs, left-padded by nash_jax.rollouts.token_batch.
+    stage's seed), batch size and epochs, left-padded by nash_jax.rollout.batches.token_batch.
     Returns (steps, first loss)."""
     train = config.train
     rows = [dict(zip(examples, values)) for values in zip(*examples.values())]

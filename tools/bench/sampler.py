@@ -20,7 +20,7 @@ import transformers
 from common import emit, timings
 from model_step import MODEL
 from nash_jax.models import load_pretrained
-from nash_jax.sampling import generate, mixture_generate
+from nash_jax.rollout.sampling import generate, mixture_generate
 
 
 def random_prompts(n, vocab, seed=0):

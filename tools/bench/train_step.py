@@ -59,7 +59,7 @@ def run_jax(model_dir, batch, repeats):
 
 def torch_seq_logp(model, tokens, loss_mask, segment_ids=None):
     """[B] Σ log π(tokens_t | tokens_<t) over the loss-mask positions, in PyTorch + transformers.
-    segment_ids (0 = left padding, as nash_jax.rollouts.token_batch makes them) mask the padding and
+    segment_ids (0 = left padding, as nash_jax.rollout.batches.token_batch makes them) mask the padding and
     number the positions from each row's first token, as nash_jax does."""
     import torch
 

@@ -34,7 +34,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from nash_jax.files import write_atomically, write_text_atomically  # noqa: E402
+from nash_jax.runs.files import write_atomically, write_text_atomically  # noqa: E402
 
 DEVICE_FLAG = "--xla_force_host_platform_device_count"
 

@@ -27,13 +27,12 @@ The modules, by concern: config (the section, its checks, the games, the stage n
 policy as a player, its exact metrics), training (the step and the loop) and report.
 """
 
-from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.recipes import Recipe, preparation, register
+from nash_jax.setup import components
 from nash_jax.recipes.game_selfplay.config import (BUILTIN_GAME, EVAL_STAGE, STAGE, GameSelfPlayConfig,
                                                    check, make_games)
 from nash_jax.recipes.game_selfplay.credit import pg_batch, trajectory_advantages, turn_rows
-from nash_jax.recipes.game_selfplay.initial_policy import (demonstration_policy, initial_dir,
-                                                           tokenizer_dir, warm_start)
+from nash_jax.recipes.game_selfplay.initial_policy import demonstration_policy, warm_start
 from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player
 from nash_jax.recipes.game_selfplay.report import build_report, summary, write_report
 from nash_jax.recipes.game_selfplay.training import plan_step, play_metrics, train
@@ -42,8 +41,8 @@ from nash_jax.selfplay import games as games_lib
 
 # the names other modules, tools and tests use
 __all__ = ["BUILTIN_GAME", "EVAL_STAGE", "STAGE", "GameSelfPlayConfig", "build_report", "check",
-           "demonstration_policy", "exact_metrics", "initial_dir", "make_games", "model_player",
-           "pg_batch", "plan_step", "play_metrics", "run_game_selfplay", "summary", "tokenizer_dir",
+           "demonstration_policy", "exact_metrics", "make_games", "model_player",
+           "pg_batch", "plan_step", "play_metrics", "run_game_selfplay", "summary",
            "train", "trajectory_advantages", "turn_rows", "warm_start", "write_report"]
 
 
@@ -51,7 +50,7 @@ def run_game_selfplay(config, run):
     g = config.game_selfplay
     text_games = make_games(config)
     mesh = preparation.fitting_mesh(config, {"warm_start.batch_size": config.warm_start.batch_size})
-    tokenizer = load_tokenizer(tokenizer_dir(config, run))
+    tokenizer = components.load_policy_tokenizer(config, run)
     if config.model.path == BUILTIN_GAME:
         warm_start(config, run, tokenizer, text_games, mesh)
     evaluators = {t.name: e for t in text_games
@@ -64,5 +63,5 @@ def run_game_selfplay(config, run):
 
 register(Recipe(name="game_selfplay", run=run_game_selfplay, section="game_selfplay",
                 section_type=GameSelfPlayConfig, check=check, summary=summary,
-                builtin_models={BUILTIN_GAME: games_lib.TOKENIZER_DIR}, report_options=(),
+                builtin_models=(BUILTIN_GAME,), report_options=(),
                 plan_step=plan_step))

@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nash_jax import rollouts
+from nash_jax.rollout import batches as rollouts
 from nash_jax.core import advantages as adv
-from nash_jax.padding import bucket_size
+from nash_jax.parallel.padding import bucket_size
 from nash_jax.selfplay.episodes import Role, group_ids
 
 

@@ -1,25 +1,13 @@
-"""π_0: where it and its tokenizer come from, and for `model.path: builtin:game` the warm start, a tiny
-Llama fit (stage `init`) to near-uniform legal moves of the configured games."""
+"""π_0 for `model.path: builtin:game`: the warm start, a tiny Llama fit (stage `init`) to near-uniform
+legal moves of the configured games."""
 
 import zlib
-from pathlib import Path
 
 import numpy as np
 
 from nash_jax.recipes import preparation
-from nash_jax.recipes.game_selfplay.config import BUILTIN_GAME
-from nash_jax.run.keys import stage_seed
+from nash_jax.runs.keys import stage_seed
 from nash_jax.selfplay import games as games_lib
-
-
-def tokenizer_dir(config, run):
-    if config.model.tokenizer:
-        return config.model.tokenizer
-    return games_lib.TOKENIZER_DIR if config.model.path == BUILTIN_GAME else config.model.path
-
-
-def initial_dir(config, run):
-    return run / "init" / "policy" if config.model.path == BUILTIN_GAME else Path(config.model.path)
 
 
 def warm_start(config, run, tokenizer, text_games, mesh):

@@ -3,25 +3,24 @@ player), cycles among them, exact metrics per iterate, exploitability over train
 markdown, and the lines `nash-jax run` prints."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 
-from nash_jax import components
-from nash_jax.files import write_atomically, write_text_atomically
+from nash_jax.setup import components
+from nash_jax.runs.files import write_text_atomically
 from nash_jax.recipes.game_selfplay.config import EVAL_STAGE, STAGE
-from nash_jax.recipes.game_selfplay.initial_policy import initial_dir
 from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player
-from nash_jax.report import find_cycles
-from nash_jax.run.keys import stage_key, stage_seed
-from nash_jax.run.metrics import read_metrics
-from nash_jax.sampling import pad_id_of
+from nash_jax.evaluation.tables import find_cycles
+from nash_jax.reporting import writer
+from nash_jax.runs.keys import stage_key, stage_seed
+from nash_jax.runs.metrics import read_metrics
+from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.selfplay import game_eval
 from nash_jax.selfplay import games as games_lib
 
 
 def iterates(config, run):
-    return [("pi_0", initial_dir(config, run))] + [
+    return [("pi_0", components.initial_policy_dir(config, run))] + [
         (f"pi_{k + 1}", run / f"iter_{k}" / "policy") for k in range(config.game_selfplay.snapshots)]
 
 
@@ -48,11 +47,8 @@ def write_report(config, run, text_games, tokenizer, evaluators, mesh):
         write_text_atomically(tournament_path, json.dumps(played))
         run.finish("eval/tournament", ["eval/tournament.json"])
     report = build_report(config, run, text_games, labels, played)
-    plots = draw_plots(report, run.path)
-    write_text_atomically(run / "report.json", json.dumps(report, indent=1))
-    write_text_atomically(run / "report.md", markdown(report, plots))
-    run.finish("report", ["report.json", "report.md", *plots], leaf=True)
-    return report
+    return writer.write_report(run, report, markdown=markdown,
+                               draw=lambda figures: draw_plots(figures, report))
 
 
 def build_report(config, run, text_games, labels, played):
@@ -111,42 +107,21 @@ def summary(report):
     return lines
 
 
-def draw_plots(report, directory):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = []
-
-    def save(fig, name):
-        write_atomically(Path(directory) / name, lambda tmp: fig.savefig(tmp, format="png", dpi=90))
-        plt.close(fig)
-        names.append(name)
-
+def draw_plots(figures, report):
     e = report["exploitability"]
     if e["step"]:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+        fig, ax = figures.new(figsize=(6, 3.5))
         ax.plot(e["step"], e["value"], marker="o")
         ax.set_xlabel("step")
         ax.set_ylabel(f"exploitability ({report['game']})")
         ax.set_ylim(bottom=0)
         fig.tight_layout()
-        save(fig, "exploitability.png")
-    labels = report["iterates"]
-    table = np.asarray(report["win_rate_table"])
-    fig, ax = plt.subplots(figsize=(4 + 0.4 * len(labels), 3.5 + 0.4 * len(labels)))
-    image = ax.imshow(table, vmin=0, vmax=1, cmap="RdBu_r")
-    ax.set_xticks(range(len(labels)), labels)
-    ax.set_yticks(range(len(labels)), labels)
-    for (a, b), value in np.ndenumerate(table):
-        ax.text(b, a, f"{value:.2f}", ha="center", va="center", fontsize=8)
-    ax.set_title(f"{report['game']}: win rate of row vs column")
-    fig.colorbar(image)
-    save(fig, "win_rates.png")
+        figures.save(fig, "exploitability.png")
+    figures.heat_map(report["win_rate_table"], report["iterates"],
+                     f"{report['game']}: win rate of row vs column", "win_rates.png")
     t = report["training"]
     if t["steps"]:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+        fig, axes = figures.new(1, 2, figsize=(10, 3.5))
         axes[0].plot(t["steps"], t["loss"])
         axes[0].set_title("pg loss")
         axes[1].plot(t["steps"], t["invalid_rate"])
@@ -154,8 +129,7 @@ def draw_plots(report, directory):
         for ax in axes:
             ax.set_xlabel("step")
         fig.tight_layout()
-        save(fig, "training.png")
-    return names
+        figures.save(fig, "training.png")
 
 
 def markdown(report, plots):
@@ -190,5 +164,5 @@ def markdown(report, plots):
         lines += [f"| {p['iterate']} | " + " | ".join(f"{p[k]:.4f}" for k in keys) + " |"
                   for p in report["per_iterate"]]
         lines.append("")
-    lines += [f"![{name}]({name})" for name in plots] + [""]
+    lines += writer.figure_lines(plots)
     return "\n".join(lines)

@@ -5,15 +5,15 @@ snapshots), and a step's self-play statistics."""
 import numpy as np
 
 from nash_jax import parallel
-from nash_jax.padding import bucket_size
-from nash_jax.plan import StepShape
+from nash_jax.setup import components
+from nash_jax.parallel.padding import bucket_size
+from nash_jax.setup.plan import StepShape
 from nash_jax.recipes.game_selfplay.config import EVAL_STAGE, STAGE, make_games
 from nash_jax.recipes.game_selfplay.credit import pg_batch, trajectory_advantages, turn_rows
-from nash_jax.recipes.game_selfplay.initial_policy import initial_dir, tokenizer_dir
 from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player
 from nash_jax.recipes.online import start
-from nash_jax.run.keys import stage_key, stage_seed
-from nash_jax.sampling import pad_id_of
+from nash_jax.runs.keys import stage_key, stage_seed
+from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.selfplay import games as games_lib
 
 
@@ -21,8 +21,8 @@ def train(config, run, text_games, tokenizer, evaluators, mesh):
     g = config.game_selfplay
     pad_id = pad_id_of(tokenizer)
     step = plan_step(config, text_games)
-    online = start(config, run, mesh, initial_dir=initial_dir(config, run),
-                   tokenizer_dir=tokenizer_dir(config, run), objective=step.objective,
+    online = start(config, run, mesh, initial_dir=components.initial_policy_dir(config, run),
+                   tokenizer_dir=components.tokenizer_source(config, run), objective=step.objective,
                    total_steps=g.steps * g.epochs, **step.hyperparameters)
     model_def, step_fn = online.model_def, online.step_fn
     reference = online.reference_logprobs() if g.kl_coef > 0 else None

@@ -36,16 +36,15 @@ episodes), credit (advantages, the rows trained on, the batch), training (the st
 anchors, initial_policy (the tokenizer and the warm start) and report.
 """
 
-from nash_jax.config import BUILTIN_SYNTHETIC
-from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.recipes import Recipe, preparation, register
+from nash_jax.setup import components
 from nash_jax.recipes.proposer_solver.anchors import EMBED_DIM, embed, evaluate_anchors
-from nash_jax.recipes.proposer_solver.config import (ANCHOR_STAGE, STAGE, AnchorConfig,
-                                                     ProposerSolverConfig, TaskConfig, check,
-                                                     rows_per_step)
+from nash_jax.recipes.proposer_solver.config import (ANCHOR_STAGE, BUILTIN_PROPOSER_SOLVER, STAGE,
+                                                     AnchorConfig, ProposerSolverConfig, TaskConfig,
+                                                     check, rows_per_step)
 from nash_jax.recipes.proposer_solver.credit import learner_batch, learner_rows, round_metrics
 from nash_jax.recipes.proposer_solver.game import Game
-from nash_jax.recipes.proposer_solver.initial_policy import tokenizer_dir, warm_start
+from nash_jax.recipes.proposer_solver.initial_policy import warm_start
 from nash_jax.recipes.proposer_solver.report import summary_lines, write_report
 from nash_jax.recipes.proposer_solver.rounds import HELDOUT, Round, play
 from nash_jax.recipes.proposer_solver.task import TaskData, heldout_texts, task_data
@@ -56,7 +55,7 @@ from nash_jax.selfplay import answer_sources, vocabulary
 __all__ = ["ANCHOR_STAGE", "EMBED_DIM", "HELDOUT", "STAGE", "AnchorConfig", "Game", "ProposerSolverConfig",
            "Round", "TaskConfig", "TaskData", "check", "embed", "evaluate_anchors", "heldout_texts",
            "learner_batch", "learner_rows", "play", "plan_step", "round_metrics", "rows_per_step",
-           "run_proposer_solver", "summary_lines", "task_data", "tokenizer_dir", "train", "warm_start",
+           "run_proposer_solver", "summary_lines", "task_data", "train", "warm_start",
            "write_report"]
 
 
@@ -65,10 +64,10 @@ def run_proposer_solver(config, run):
     mesh = preparation.fitting_mesh(config, {"proposer_solver rows per step (sources_per_step × "
                                              "proposals_per_source × (1 + solvers_per_problem))":
                                              rows_per_step(ps)})
-    tokenizer = load_tokenizer(tokenizer_dir(config, run))
+    tokenizer = components.load_policy_tokenizer(config, run)
     task = task_data(config, run)
     source = answer_sources.answer_source(ps.answer_source, ps.task.name)
-    if config.model.path == BUILTIN_SYNTHETIC:
+    if config.model.path == BUILTIN_PROPOSER_SOLVER:
         warm_start(config, run, tokenizer, mesh, task)
     game = Game(config, tokenizer, mesh, source)
     snapshots = [run / f"snapshot_{k}" / "policy" for k in range(ps.anchors.snapshots)]
@@ -80,5 +79,5 @@ def run_proposer_solver(config, run):
 
 register(Recipe(name="proposer_solver", run=run_proposer_solver, section="proposer_solver",
                 section_type=ProposerSolverConfig, check=check, summary=summary_lines,
-                report_options=(), builtin_models={BUILTIN_SYNTHETIC: vocabulary.TOKENIZER_DIR},
+                report_options=(), builtin_models=(BUILTIN_PROPOSER_SOLVER,),
                 plan_step=plan_step))

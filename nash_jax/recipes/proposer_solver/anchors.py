@@ -6,10 +6,10 @@ proposals (kept in the checkpoint)."""
 import jax.numpy as jnp
 import numpy as np
 
-from nash_jax.core import advantages as adv
+from nash_jax.core import diversity
 from nash_jax.recipes.proposer_solver.credit import round_metrics
 from nash_jax.recipes.proposer_solver.rounds import play
-from nash_jax.run.keys import stage_key
+from nash_jax.runs.keys import stage_key
 from nash_jax.selfplay.diversity import bleu_clusters, distinct_n
 
 EMBED_DIM = 256  # hashed bag of unigrams and bigrams: the proposals' embedding for archive novelty
@@ -42,11 +42,11 @@ def evaluate_anchors(config, game, task, model, extra, heldout, step):
     texts = [text for _, text, _ in rnd.proposals]
     metrics["distinct_2"] = distinct_n(texts, 2)
     clusters = bleu_clusters(texts, ps.repetition_threshold)
-    metrics["cluster_entropy"] = float(adv.cluster_entropy(jnp.asarray(clusters))[0])
+    metrics["cluster_entropy"] = float(diversity.cluster_entropy(jnp.asarray(clusters))[0])
     e = embed(texts, game.tokenizer)
     count = int(extra["archive_count"])
     mask = np.arange(a.archive_size) < min(count, a.archive_size)
-    novelty = adv.archive_novelty(jnp.asarray(e), extra["archive"], jnp.asarray(mask))
+    novelty = diversity.archive_novelty(jnp.asarray(e), extra["archive"], jnp.asarray(mask))
     metrics["novelty"] = float(jnp.mean(novelty))
     archive = np.array(extra["archive"])
     for i, row in enumerate(e):

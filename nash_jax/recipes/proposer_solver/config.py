@@ -7,6 +7,8 @@ from typing import Literal
 from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, POSITIVE, PROBABILITY, Range
 from nash_jax.selfplay import answer_sources, documents
 
+BUILTIN_PROPOSER_SOLVER = "builtin:proposer_solver"  # model.path: a tiny Llama warm-started on both roles
+
 STAGE = "proposer_solver"
 ANCHOR_STAGE = "proposer_solver_anchors"  # metrics.jsonl records keep one (stage, step) each
 

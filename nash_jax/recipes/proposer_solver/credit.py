@@ -7,7 +7,7 @@ import numpy as np
 
 from nash_jax.core import advantages as adv
 from nash_jax.recipes.proposer_solver.rounds import HELDOUT
-from nash_jax.rollouts import pg_batch
+from nash_jax.rollout.batches import pg_batch
 from nash_jax.selfplay.episodes import Role, check_role_purity, comparison_key, group_ids, pack_episodes
 
 

@@ -1,22 +1,13 @@
-"""π_0: the tokenizer the run reads, and for `model.path: builtin:synthetic` the warm start, a tiny
-Llama fit to demonstrations of both roles (stage `init`)."""
+"""π_0 for `model.path: builtin:proposer_solver`: the warm start, a tiny Llama fit to demonstrations
+of both roles (stage `init`)."""
 
 import numpy as np
 
-from nash_jax import components, data
-from nash_jax.config import BUILTIN_SYNTHETIC
+from nash_jax import data
 from nash_jax.recipes import preparation
 from nash_jax.recipes.proposer_solver.task import heldout_texts
-from nash_jax.run.keys import stage_seed
+from nash_jax.runs.keys import stage_seed
 from nash_jax.selfplay import answer_sources, arithmetic, documents, vocabulary
-
-
-def tokenizer_dir(config, run):
-    if config.model.tokenizer:
-        return config.model.tokenizer
-    if config.model.path == BUILTIN_SYNTHETIC:
-        return vocabulary.TOKENIZER_DIR
-    return components.initial_policy_dir(config, run)
 
 
 def warm_start(config, run, tokenizer, mesh, task):

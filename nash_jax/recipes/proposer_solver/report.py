@@ -1,16 +1,14 @@
 """The report: anchors over the evaluation steps, a table of solver snapshots against the held-out set
 and against each other's problems, its plots, its markdown, and the lines `nash-jax run` prints."""
 
-import json
-
 import numpy as np
 
-from nash_jax import components, parallel
-from nash_jax.files import write_atomically, write_text_atomically
+from nash_jax.setup import components
 from nash_jax.recipes.proposer_solver.config import ANCHOR_STAGE, STAGE
 from nash_jax.recipes.proposer_solver.task import heldout_texts
-from nash_jax.run.keys import stage_key
-from nash_jax.run.metrics import read_metrics
+from nash_jax.reporting import writer
+from nash_jax.runs.keys import stage_key
+from nash_jax.runs.metrics import read_metrics
 
 
 def snapshot_table(config, run, task, game, snapshots):
@@ -66,25 +64,15 @@ def write_report(config, run, task, game, snapshots):
               "training": {k: [m.get(k) for m in train] for k in
                            ("step", "loss", "valid_proposal_rate", "mean_learnability",
                             "solver_reward", "signal_share")}}
-    if parallel.is_writer():
-        write_text_atomically(run / "report.json", json.dumps(report, indent=1))
-        plots = draw_plots(report, run.path)
-        write_text_atomically(run / "report.md", markdown(report, plots))
-    parallel.barrier("proposer_solver report")
-    run.finish("report", ["report.json", "report.md"], leaf=True)
-    return report
+    return writer.write_report(run, report, markdown=markdown,
+                               draw=lambda figures: draw_plots(figures, report))
 
 
-def draw_plots(report, directory):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    anchors, names = report["anchors"], []
+def draw_plots(figures, report):
+    anchors = report["anchors"]
     keys = [k for k in (*ANCHOR_KEYS, "pseudo_label_accuracy") if k in anchors]
     cols = 3
-    fig, axes = plt.subplots(-(-len(keys) // cols), cols, figsize=(12, 2.8 * -(-len(keys) // cols)))
+    fig, axes = figures.new(-(-len(keys) // cols), cols, figsize=(12, 2.8 * -(-len(keys) // cols)))
     for ax, key in zip(axes.flat, keys):
         ax.plot(anchors["step"], [np.nan if v is None else v for v in anchors[key]], marker="o")
         ax.set_title(key.replace("_", " "))
@@ -92,10 +80,8 @@ def draw_plots(report, directory):
     for ax in list(axes.flat)[len(keys):]:
         ax.axis("off")
     fig.tight_layout()
-    write_atomically(directory / "anchors.png", lambda tmp: fig.savefig(tmp, format="png", dpi=80))
-    plt.close(fig)
-    names.append("anchors.png")
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    figures.save(fig, "anchors.png")
+    fig, ax = figures.new(figsize=(6, 3.5))
     dist = np.asarray(anchors["p_hat_distribution"])
     M = dist.shape[1] - 1
     for k in range(M + 1):
@@ -104,10 +90,7 @@ def draw_plots(report, directory):
     ax.set_ylabel("share of valid proposals")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    write_atomically(directory / "p_hat.png", lambda tmp: fig.savefig(tmp, format="png", dpi=80))
-    plt.close(fig)
-    names.append("p_hat.png")
-    return names
+    figures.save(fig, "p_hat.png")
 
 
 def markdown(report, plots):
@@ -128,7 +111,7 @@ def markdown(report, plots):
         lines.append(f"| {label} | {_fmt(held)} | " + " | ".join(_fmt(v) for v in row) + " |")
     lines += ["", "A later solver that does worse than an earlier one on the held-out set, or on the "
               "earlier proposer's problems, is a regression that self-play alone would not show.", ""]
-    lines += [f"![{name}]({name})" for name in plots] + [""]
+    lines += writer.figure_lines(plots)
     return "\n".join(lines)
 
 

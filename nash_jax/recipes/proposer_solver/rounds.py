@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nash_jax.run.control import crash_point
+from nash_jax.runs.control import crash_point
 from nash_jax.selfplay import answer_sources
 from nash_jax.selfplay.diversity import bleu_clusters, repetition_penalty
 from nash_jax.selfplay.episodes import EpisodeAssembler, Role, Rollout

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nash_jax import parallel
-from nash_jax.run.keys import stage_seed
+from nash_jax.runs.keys import stage_seed
 from nash_jax.selfplay import answer_sources, arithmetic, documents
 
 

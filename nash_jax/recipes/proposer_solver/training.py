@@ -5,25 +5,24 @@ anchors every `anchors.eval_every` steps, solver snapshots)."""
 import jax.numpy as jnp
 import numpy as np
 
-from nash_jax import components
-from nash_jax.padding import bucket_size
-from nash_jax.plan import StepShape
+from nash_jax.setup import components
+from nash_jax.parallel.padding import bucket_size
+from nash_jax.setup.plan import StepShape
 from nash_jax.recipes.online import copy, start
 from nash_jax.recipes.proposer_solver.anchors import EMBED_DIM, evaluate_anchors
 from nash_jax.recipes.proposer_solver.config import ANCHOR_STAGE, STAGE, rows_per_step
 from nash_jax.recipes.proposer_solver.credit import learner_batch, learner_rows
-from nash_jax.recipes.proposer_solver.initial_policy import tokenizer_dir
 from nash_jax.recipes.proposer_solver.rounds import play
 from nash_jax.recipes.proposer_solver.task import heldout_texts
-from nash_jax.run.keys import stage_key
-from nash_jax.sampling import pad_id_of
+from nash_jax.runs.keys import stage_key
+from nash_jax.rollout.sampling import pad_id_of
 
 
 def train(config, run, task, game, snapshots):
     ps, a = config.proposer_solver, config.proposer_solver.anchors
     step = plan_step(config)
     online = start(config, run, game.mesh, initial_dir=components.initial_policy_dir(config, run),
-                   tokenizer_dir=tokenizer_dir(config, run), objective=step.objective,
+                   tokenizer_dir=components.tokenizer_source(config, run), objective=step.objective,
                    total_steps=ps.steps, **step.hyperparameters)
     model_def, step_fn = online.model_def, online.step_fn
     reference = online.reference_logprobs() if ps.kl_coef > 0 else None

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import yaml
 
-from nash_jax.files import is_own_temporary, write_text_atomically
-from nash_jax.run.fingerprints import fingerprint, same_identity
-from nash_jax.run.metrics import MetricsLog
+from nash_jax.runs.files import is_own_temporary, write_text_atomically
+from nash_jax.runs.fingerprints import fingerprint, same_identity
+from nash_jax.runs.metrics import MetricsLog
 
 
 def remove_stale_temporaries(root):

@@ -35,10 +35,11 @@ from flax import nnx
 from jax.sharding import AbstractMesh
 
 from nash_jax import parallel
-from nash_jax.config import BUILTIN_SYNTHETIC, parse_bytes
+from nash_jax.config import parse_bytes
 from nash_jax.models import hf
 from nash_jax.models.llama import Llama
-from nash_jax.padding import bucket_size
+from nash_jax.parallel.padding import bucket_size
+from nash_jax.tasks import builtin_models
 
 # config.json of models whose directory need not be on this machine (`nash-jax plan --shape NAME`)
 PRESETS = {
@@ -76,18 +77,17 @@ def size_text(n):
 
 def model_config(config, shape=None, builtin_tokenizer=None):
     """The policy's LlamaConfig: a preset's, the model directory's config.json, or a built-in task's
-    warm-start model (model.path a built-in name; `builtin_tokenizer` its tokenizer directory, by
-    default the synthetic task's); dtypes and remat from the config's model section."""
+    warm-start model (model.path a tasks.builtin_models name; `builtin_tokenizer` the tokenizer to
+    size it for, by default that model's); dtypes and remat from the config's model section."""
     m = config.model
     if shape is not None:
         if shape not in PRESETS:
             raise ValueError(f"--shape {shape!r}; expected one of {sorted(PRESETS)}")
         values, source = PRESETS[shape], f"preset {shape}"
-    elif m.path == BUILTIN_SYNTHETIC or builtin_tokenizer is not None:
+    elif builtin_models.get(m.path) or builtin_tokenizer is not None:
         from nash_jax.models.tokenizer import load_tokenizer
-        from nash_jax.tasks import synthetic
         w = config.warm_start
-        tokenizer = load_tokenizer(builtin_tokenizer or synthetic.TOKENIZER_DIR)
+        tokenizer = load_tokenizer(builtin_tokenizer or builtin_models.get(m.path).tokenizer_dir)
         values = dict(model_type="llama", vocab_size=len(tokenizer),
                       hidden_size=w.hidden_size, intermediate_size=2 * w.hidden_size,
                       num_hidden_layers=w.num_layers, num_attention_heads=4, num_key_value_heads=2,
@@ -150,7 +150,7 @@ def training_objective(config):
 
 
 def optimizer_of(config):
-    from nash_jax.recipes.loop import optimizer_config
+    from nash_jax.setup.components import optimizer_config
     from nash_jax.train import make_optimizer
 
     return make_optimizer(optimizer_config(config, 1000))

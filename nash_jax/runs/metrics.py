@@ -5,7 +5,7 @@ run's lines."""
 import json
 from pathlib import Path
 
-from nash_jax.files import write_text_atomically
+from nash_jax.runs.files import write_text_atomically
 
 
 class MetricsLog:

@@ -23,7 +23,7 @@ from flax import nnx
 from nash_jax import parallel
 from nash_jax.models.llama import KVCache, positions_from_segments
 from nash_jax.models.tokenizer import chat_prompt
-from nash_jax.padding import bucket_size, left_pad
+from nash_jax.parallel.padding import bucket_size, left_pad
 
 
 @flax.struct.dataclass

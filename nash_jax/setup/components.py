@@ -9,16 +9,17 @@ from nash_jax import data, judges, parallel, runs, tasks
 from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.models import hf
 from nash_jax.models.tokenizer import load_tokenizer, tokenizer_problem
-from nash_jax.tasks import synthetic
+from nash_jax.tasks import builtin_models
+from nash_jax.train import OptimizerConfig
 
 
-def check_paths(config, builtin_models=(BUILTIN_SYNTHETIC,)):
+def check_paths(config, recipe_models=(BUILTIN_SYNTHETIC,)):
     """Every local path the config names, and the policy's architecture, checked before anything
     starts (FileNotFoundError or ValueError naming the key, the path and what was expected there).
-    `builtin_models`: the recipe's model.path values that name a built-in model, not a directory."""
-    model_dir = config.model.path not in builtin_models
+    `recipe_models`: the built-in models (tasks.builtin_models) the recipe can warm-start."""
+    model_dir = config.model.path not in recipe_models
     if model_dir:
-        check_policy_dir(config, builtin_models)
+        check_policy_dir(config, recipe_models)
     if config.model.tokenizer or model_dir:
         key = "model.tokenizer" if config.model.tokenizer else "model.path"
         path = config.model.tokenizer or config.model.path
@@ -38,13 +39,17 @@ def check_paths(config, builtin_models=(BUILTIN_SYNTHETIC,)):
         import_function(config.eval.verifier, "eval.verifier")
 
 
-def check_policy_dir(config, builtin_models):
+def check_policy_dir(config, recipe_models):
     """model.path holds a config.json of a supported architecture with consistent sizes."""
+    if builtin := builtin_models.get(config.model.path):
+        raise ValueError(f"model.path={builtin.name}: a built-in model warm-started on {builtin.fitted_to}, "
+                         f"which recipe {config.recipe} does not make; expected "
+                         f"{' or '.join(recipe_models)} or a local Hugging Face model directory")
     path = Path(config.model.path)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"model.path={path}: no config.json there; expected a local Hugging "
                                 f"Face model directory (config.json + safetensors) or "
-                                f"{' or '.join(builtin_models)}")
+                                f"{' or '.join(recipe_models)}")
     hf.config_from_hf(hf.read_config(path), dtype=config.model.dtype,
                       param_dtype=config.model.param_dtype, source=str(path / "config.json"))
 
@@ -67,9 +72,9 @@ def make_mesh(config, batch_sizes):
 # the policy and its tokenizer
 
 def initial_policy_dir(config, run):
-    """π_0's HF directory: the configured model, or the synthetic task's warm-started one."""
-    if config.model.path == BUILTIN_SYNTHETIC:
-        return run / "init" / "policy"
+    """π_0's HF directory: the configured model, or a built-in model's warm start in the run."""
+    if (warm := builtin_models.initial_dir(config.model.path, run)) is not None:
+        return warm
     path = Path(config.model.path)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"model.path={path}: no config.json there; expected a local Hugging "
@@ -78,11 +83,11 @@ def initial_policy_dir(config, run):
 
 
 def tokenizer_source(config, run):
-    """Where the policy's tokenizer lives: model.tokenizer, the synthetic task's, or the model's own."""
+    """Where the policy's tokenizer lives: model.tokenizer, a built-in model's, or the model's own."""
     if config.model.tokenizer:
         return config.model.tokenizer
-    return synthetic.TOKENIZER_DIR if config.model.path == BUILTIN_SYNTHETIC \
-        else initial_policy_dir(config, run)
+    builtin = builtin_models.get(config.model.path)
+    return builtin.tokenizer_dir if builtin else initial_policy_dir(config, run)
 
 
 def load_policy(path, config, mesh):
@@ -159,3 +164,11 @@ def encode_prompts(config, tokenizer, texts, where, too_long=None):
     return data.encode_prompts(tokenizer, texts, max_tokens=config.data.max_prompt_tokens,
                                too_long=too_long or config.data.too_long,
                                system=config.data.system_prompt, where=where)
+
+
+def optimizer_config(config, total_steps, **overrides):
+    """The OptimizerConfig of a run config's train.optimizer section."""
+    o = config.train.optimizer
+    return OptimizerConfig(**{**dict(name=o.name, learning_rate=o.learning_rate, schedule=o.schedule,
+                                     warmup_ratio=o.warmup_ratio, weight_decay=o.weight_decay,
+                                     clip_norm=o.clip_norm), "total_steps": total_steps, **overrides})

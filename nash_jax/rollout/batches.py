@@ -4,8 +4,8 @@ rows, and log-probs of given responses under a model (teacher forcing)."""
 import numpy as np
 
 from nash_jax import data, parallel, runs
-from nash_jax.padding import bucket_size, left_pad
-from nash_jax.sampling import eos_ids_of, generate, pad_id_of
+from nash_jax.parallel.padding import bucket_size, left_pad
+from nash_jax.rollout.sampling import eos_ids_of, generate, pad_id_of
 
 
 def sample_rows(model, tokenizer, prompt_ids, *, num_samples, sampling, key_of, mesh, desc,

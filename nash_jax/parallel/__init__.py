@@ -14,7 +14,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from nash_jax.padding import bucket_size
+from nash_jax.parallel.padding import bucket_size
 
 MESH_AXES = ("data", "fsdp", "tensor")
 

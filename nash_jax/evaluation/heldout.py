@@ -22,7 +22,7 @@ import numpy as np
 
 from nash_jax import runs
 from nash_jax.judges.simple import import_function
-from nash_jax.rollouts import sample_rows
+from nash_jax.rollout.batches import sample_rows
 
 def verify(config, run, label, load_model, prompts, prompt_ids, tokenizer, mesh):
     """{metric: value} of iterate `label` (stage eval/heldout_<label>; `load_model()` is called only

@@ -15,7 +15,7 @@ from pathlib import Path
 import grain
 import numpy as np
 
-from nash_jax.files import reading_text
+from nash_jax.runs.files import reading_text
 from nash_jax.models.tokenizer import chat_prompt
 
 FILE_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".arrow": "arrow",

@@ -16,7 +16,7 @@ import yaml
 
 from nash_jax.core import game
 from nash_jax.runs import write_atomically
-from nash_jax.yaml_files import safe_load_unique
+from nash_jax.config.yaml_files import safe_load_unique
 
 GAME_KEYS = {"responses", "matrix", "wins", "description"}
 

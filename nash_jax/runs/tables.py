@@ -1,7 +1,7 @@
 """A stage's columnar artifacts: dicts of equal-length columns as parquet files, written whole or not at
 all."""
 
-from nash_jax.files import write_atomically
+from nash_jax.runs.files import write_atomically
 
 
 def write_table(path, columns):

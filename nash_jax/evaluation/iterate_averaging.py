@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from nash_jax import components
+from nash_jax.setup import components
 from nash_jax.models import hf
 
 # config.json keys that may differ between iterates of one architecture

@@ -1,0 +1,41 @@
+"""Built-in models: `model.path` values that name a tiny Llama warm-started on a task's demonstrations
+(the run's stage `init`, sized by the `warm_start` section) instead of a directory on disk. This one
+table says what each name means; `check_paths`, `nash-jax plan` and every recipe ask it, and a recipe
+lists the names it can warm-start (`Recipe.builtin_models`).
+
+    builtin:synthetic        the synthetic task's styled answers (SPPO, Nash-MD), its own tokenizer
+    builtin:proposer_solver  both roles of the proposer–solver tasks (arithmetic, documents)
+    builtin:game             near-uniform legal moves of the OpenSpiel games, the games' word tokenizer
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+_PACKAGE = Path(__file__).parent.parent  # the tokenizers ship as package data beside their tasks
+
+
+@dataclass(frozen=True)
+class BuiltinModel:
+    name: str  # the model.path value
+    tokenizer_dir: Path  # the tokenizer its warm start is made for
+    fitted_to: str  # what the warm start imitates, in words (for messages)
+
+
+MODELS = {m.name: m for m in (
+    BuiltinModel("builtin:synthetic", _PACKAGE / "tasks" / "synthetic_tokenizer",
+                 "the synthetic task's demonstrations"),
+    BuiltinModel("builtin:proposer_solver", _PACKAGE / "selfplay" / "proposer_solver_tokenizer",
+                 "demonstrations of both proposer–solver roles"),
+    BuiltinModel("builtin:game", _PACKAGE / "selfplay" / "games_tokenizer",
+                 "near-uniform legal moves of the configured games"),
+)}
+
+
+def get(path):
+    """The built-in model `path` names, or None for a directory."""
+    return MODELS.get(path)
+
+
+def initial_dir(path, run):
+    """π_0's HF directory for model.path=`path`: the run's warm start for a built-in model, else None."""
+    return run / "init" / "policy" if path in MODELS else None

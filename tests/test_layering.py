@@ -1,0 +1,111 @@
+"""The package's import direction is its layering (../shared/DESIGN.md): a module imports only from its
+own layer or the layers below it. Every import counts, also those inside functions."""
+
+import ast
+from pathlib import Path
+
+import nash_jax
+
+PACKAGE = Path(nash_jax.__file__).parent
+
+# lowest first; a module belongs to the layer of the longest prefix that names it
+LAYERS = [
+    ["nash_jax.core"],                       # pure math: imports nothing of the package
+    ["nash_jax.parallel"],                   # mesh, sharding rules, buckets
+    ["nash_jax.runs"],                       # run directories, atomic files, checkpoints
+    ["nash_jax.train"],                      # optimisers, state, objectives, the one step
+    ["nash_jax.config"],                     # the run config's schema and loader
+    ["nash_jax.models"],                     # decoders, encoders, HF in/out, GGUF
+    ["nash_jax.data", "nash_jax.judges.base"],  # prompt datasets; the judge contracts
+    ["nash_jax.rollout"],                    # the sampler, sample columns, batches
+    ["nash_jax.judges", "nash_jax.tasks", "nash_jax.selfplay"],
+    ["nash_jax.setup"],                      # the parts a run config names, built; the memory plan
+    ["nash_jax.evaluation"],
+    ["nash_jax.reporting"],
+    ["nash_jax.recipes"],                    # the only layer that sequences stages
+    ["nash_jax.cli", "nash_jax"],            # the command (and the package's own __init__)
+]
+
+
+def layer_of(module):
+    best = None
+    for rank, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and \
+                    (best is None or len(prefix) > len(best[1])):
+                best = (rank, prefix)
+    return best[0]
+
+
+def modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        yield name, path
+
+
+def imported(name, path):
+    """(line, module) of every nash_jax module `path` imports, relative imports resolved."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "nash_jax")
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([node.module] if node.module else []))
+            if base.split(".")[0] == "nash_jax":
+                for alias in node.names:  # `from nash_jax import parallel` imports nash_jax.parallel
+                    yield node.lineno, f"{base}.{alias.name}" if base == "nash_jax" else base
+
+
+def test_every_import_points_down_the_layers():
+    known = {name for name, _ in modules()}
+    upward = []
+    for name, path in modules():
+        for line, target in imported(name, path):
+            while target not in known and "." in target:
+                target = target.rpartition(".")[0]
+            if layer_of(target) > layer_of(name):
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line} {name} imports {target}")
+    assert not upward, "imports against the layering:\n" + "\n".join(upward)
+
+
+def test_core_imports_nothing_of_the_package():
+    for name, path in modules():
+        if name.startswith("nash_jax.core"):
+            outside = [t for _, t in imported(name, path) if not t.startswith("nash_jax.core")]
+            assert not outside, f"{name} imports {outside}"
+
+
+def test_every_module_has_a_layer_and_the_top_level_holds_packages_only():
+    loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"modules at the top of the package (put each in its layer's package): {loose}"
+    for name, _ in modules():
+        assert layer_of(name) is not None, name
+
+
+def _names_recipe(node):
+    return (isinstance(node, ast.Attribute) and node.attr == "recipe") or \
+        (isinstance(node, ast.Name) and node.id == "recipe")
+
+
+def _names_a_string(node):
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) or \
+        isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(map(_names_a_string, node.elts))
+
+
+def test_nothing_below_the_recipes_branches_on_a_recipe():
+    """Below recipes/, no code compares a config's `recipe` with anything: a new recipe is a package
+    that registers itself, not a branch in a shared module."""
+    recipe_layer = layer_of("nash_jax.recipes")
+    branches = []
+    for name, path in modules():
+        if layer_of(name) >= recipe_layer:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            operands = [node.left, *node.comparators] if isinstance(node, ast.Compare) else []
+            if any(map(_names_recipe, operands)) and any(map(_names_a_string, operands)):
+                branches.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert not branches, "branches on the recipe's name: " + ", ".join(branches)
