@@ -52,14 +52,17 @@ def chunked_token_logprobs(hidden, unembedding, targets, mask, *, chunk, softcap
     of its rows, and the backward recomputes one chunk's [chunk, V] logits at a time. The head is
     cast to the hidden states' dtype and the logits to fp32, as the model's own forward does, so
     values and gradients equal the full computation's (the gradient is written out by hand:
-    _chunked_logprobs_bwd says why).
+    _chunked_logprobs_bwd says why). B·N ≤ chunk is the full computation itself, bit for bit: one
+    chunk has nothing to save, and small batches (the tests' tiny models) keep the arithmetic of
+    the full logits on every mesh.
     """
     b, n, e = hidden.shape
     head = unembedding.astype(hidden.dtype)  # cast once, not in every chunk
     rows = b * n
     if chunk < 1:
         raise ValueError(f"chunk={chunk}; expected a positive number of positions per chunk")
-    chunk = min(chunk, rows)
+    if rows <= chunk:
+        return token_logprobs(logits_from_hidden(hidden, head, softcap), targets, mask)
     count = -(-rows // chunk)
     pad = count * chunk - rows
 
