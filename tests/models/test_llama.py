@@ -118,6 +118,34 @@ def test_remat_gives_the_same_gradients(hf_model_dir):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("variant", ["llama_gqa", "llama_biases"])
+def test_mlp_weight_gradients_match_transformers(variant, hf_model_dir):
+    """The MLP's hand-written backward (models/layers.linear): the gradients of a log-likelihood
+    with respect to every layer's gate, up and down projections equal PyTorch's autograd."""
+    import torch
+
+    path, torch_model = hf_model_dir(variant)
+    rng = np.random.default_rng(5)
+    tokens, targets = rng.integers(0, 101, (2, 9)), rng.integers(0, 101, (2, 9))
+    graphdef, params, rest = nnx.split(load_pretrained(path), nnx.Param, ...)
+
+    def loss(p):
+        logits, _ = nnx.merge(graphdef, p, rest)(jnp.asarray(tokens))
+        return jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), targets[..., None], -1))
+
+    ours = jax.jit(jax.grad(loss))(params)["layers"]["mlp"]
+    torch_model.zero_grad()
+    logp = torch.log_softmax(torch_model(torch.as_tensor(tokens)).logits, -1)
+    torch.gather(logp, 2, torch.as_tensor(targets)[..., None]).mean().backward()
+    for name in ("gate_proj", "up_proj", "down_proj"):
+        grad = np.asarray(ours[name][...])  # [layers, in, out]
+        for layer, block in enumerate(torch_model.model.layers):
+            reference = getattr(block.mlp, name).weight.grad.numpy().T
+            diff = float(np.max(np.abs(grad[layer] - reference)))
+            scale = float(np.max(np.abs(reference)))
+            assert scale > 0 and diff <= TOL * scale, f"{name} layer {layer}: {diff} (max {scale})"
+
+
 def test_cache_overflow_is_refused(hf_model_dir):
     path, _ = hf_model_dir("llama_gqa")
     model = load_pretrained(path)

@@ -5,10 +5,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from nash_jax.core import losses
 from nash_jax.train import make_logprobs, make_step
-from tests.train.conftest import setup, token_batch
+from tests.train.conftest import MESHES, mesh_of, setup, token_batch
 
 
 def _inputs(b, n, e, v, dtype=jnp.float32, seed=0):
@@ -86,6 +87,52 @@ def test_chunked_logprobs_in_bf16_agree_with_the_bf16_full_path_to_bf16_rounding
     assert chunked.dtype == jnp.float32
     diff = float(jnp.max(jnp.abs(full - chunked)))
     assert diff <= 1e-2, f"bf16 log-prob difference {diff}"
+
+
+def test_chunked_gradients_in_bf16_agree_with_the_bf16_full_path_to_bf16_rounding():
+    """The hand-written backward (core/losses._chunked_logprobs_bwd) in bf16: gradients wrt the
+    hidden states and the head agree with autodiff through the bf16 full logits to bf16 rounding
+    (the head's gradient is summed over chunks in fp32 there, in bf16 by autodiff)."""
+    hidden, head, targets, mask = _inputs(b=2, n=9, e=16, v=50, dtype=jnp.bfloat16)
+    weights = jax.random.normal(jax.random.key(9), targets.shape)
+
+    def chunked_fn(h, w, t, m):
+        return losses.chunked_token_logprobs(h, w, t, m, chunk=4)
+
+    grads = [jax.grad(_weighted_sum(fn, weights), argnums=(0, 1))(hidden, head, targets, mask)
+             for fn in (_full, chunked_fn)]
+    for name, a, b in zip(("hidden", "unembedding"), *grads):
+        assert a.dtype == b.dtype, (name, a.dtype, b.dtype)
+        a, b = a.astype(jnp.float32), b.astype(jnp.float32)
+        scale = float(jnp.max(jnp.abs(a)))
+        diff = float(jnp.max(jnp.abs(a - b)))
+        assert diff <= 2e-2 * scale, f"bf16 gradient wrt {name} differs by {diff} (max |grad| {scale})"
+
+
+@pytest.mark.parametrize("shape", MESHES[1:])
+def test_chunked_gradients_on_a_mesh_equal_one_devices(shape):
+    """The hand-written backward on each test mesh, the positions sharded over data × fsdp and the
+    head's vocabulary over tensor: log-probs and gradients equal one device's to fp32 summation
+    order (the reductions over sharded rows and words are split differently, nothing else)."""
+    hidden, head, targets, mask = _inputs(b=8, n=10, e=8, v=40)
+    weights = jax.random.normal(jax.random.key(9), targets.shape)
+
+    def value_and_grads(h, w, t, m):
+        def total(h, w):
+            return jnp.sum(losses.chunked_token_logprobs(h, w, t, m, chunk=7) * weights)
+        return jax.jit(jax.value_and_grad(total, argnums=(0, 1)))(h, w)
+
+    mesh = mesh_of(shape)
+    rows, words = NamedSharding(mesh, P(("data", "fsdp"))), NamedSharding(mesh, P("tensor"))
+    placed = [jax.device_put(x, s) for x, s in zip((hidden, head, targets, mask),
+                                                    (rows, words, rows, rows))]
+    (one_value, one_grads), (mesh_value, mesh_grads) = (value_and_grads(*args)
+                                                        for args in ((hidden, head, targets, mask), placed))
+    assert abs(float(mesh_value) - float(one_value)) <= 1e-6 * abs(float(one_value))
+    for name, a, b in zip(("hidden", "unembedding"), one_grads, mesh_grads):
+        scale = float(jnp.max(jnp.abs(a)))
+        diff = float(jnp.max(jnp.abs(a - np.asarray(b))))
+        assert diff <= 1e-6 * scale, f"{shape}: gradient wrt {name} differs by {diff} (max {scale})"
 
 
 def test_chunked_backward_never_holds_the_full_logits():

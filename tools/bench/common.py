@@ -1,8 +1,22 @@
-"""Shared timing helpers for the benchmark scripts: warm-up excluded, best and median of repeats."""
+"""Shared timing helpers for the benchmark scripts: warm-up excluded, best and median of repeats.
+
+NASH_JAX_BENCH_CLOCK=process times every call in process CPU seconds (all threads of the process,
+time.process_time) instead of wall seconds: on a shared machine, with the run pinned to one core
+(`taskset -c 1`), that counts the work done and not the time other processes held the core. The
+JSON lines then carry "clock": "process". Each implementation runs in its own process, so the
+peer is timed by the same clock.
+"""
 
 import json
+import os
 import statistics
 import time
+
+CLOCKS = {"wall": time.perf_counter, "process": time.process_time}
+CLOCK_NAME = os.environ.get("NASH_JAX_BENCH_CLOCK", "wall")
+if CLOCK_NAME not in CLOCKS:
+    raise ValueError(f"NASH_JAX_BENCH_CLOCK={CLOCK_NAME!r}; expected one of {sorted(CLOCKS)}")
+CLOCK = CLOCKS[CLOCK_NAME]
 
 
 def time_call(fn, *, repeats=5):
@@ -13,16 +27,18 @@ def time_call(fn, *, repeats=5):
 
 def timings(fn, *, repeats=5):
     """(first call's seconds, [seconds of each of `repeats` further calls])."""
-    start = time.perf_counter()
+    start = CLOCK()
     fn()
-    first = time.perf_counter() - start
+    first = CLOCK() - start
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = CLOCK()
         fn()
-        times.append(time.perf_counter() - start)
+        times.append(CLOCK() - start)
     return first, times
 
 
 def emit(**fields):
+    if CLOCK_NAME != "wall":
+        fields["clock"] = CLOCK_NAME
     print(json.dumps(fields), flush=True)
