@@ -151,12 +151,24 @@ def weaken(test_text, names):
         spans += _spans(node, "", names)
     lines = test_text.splitlines(keepends=True)
     for first, last in sorted(spans, reverse=True):
-        while last < len(lines) and not lines[last].strip() and (first == 0 or not lines[first - 1].strip()):
+        # the gap left is the wider of the gaps around the definition (PEP 8's two blank lines
+        # before a top-level function, one before a method), none at either end of the file
+        while first > 0 and not lines[first - 1].strip():
+            first -= 1
+        while last < len(lines) and not lines[last].strip():
             last += 1
-        del lines[first:last]
-    while lines and not lines[-1].strip():
-        lines.pop()
+        gap = 0 if first == 0 or last == len(lines) else max(
+            _blank_run(lines, first, 1), _blank_run(lines, last - 1, -1))
+        lines[first:last] = ["\n"] * gap
     return "".join(lines)
+
+
+def _blank_run(lines, start, step):
+    """How many blank lines run from `start` (inclusive) in direction `step`."""
+    count = 0
+    while 0 <= start < len(lines) and not lines[start].strip():
+        count, start = count + 1, start + step
+    return count
 
 
 def _spans(node, prefix, names):

@@ -95,6 +95,9 @@ def test_weaken_removes_exactly_the_named_tests():
     weakened = demos.weaken(text, {"test_b", "TestC.test_c", "test_d"})
     assert weakened == "import pytest\n\n\ndef test_a():\n    pass\n"
     assert demos.weaken(text, {"test_a"}).startswith("import pytest\n\n\n@pytest.mark.parametrize")
+    last_method = demos.weaken(text.replace("class TestC:\n", "class TestC:\n    def test_e(self):\n"
+                                            "        pass\n\n"), {"TestC.test_c"})
+    assert "class TestC:\n    def test_e(self):\n        pass\n\n\ndef test_d" in last_method
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +145,20 @@ def test_artifact_directory_and_text_form(built, tmp_path):
     assert text == (f"<bug_inject.diff>\n{demo.bug_diff}</bug_inject.diff>\n"
                     f"<test_weaken.diff>\n{demo.weaken_diff}</test_weaken.diff>\n"
                     f"<test_files>\n{demo.test_files[0]}\n</test_files>\n")
+
+
+def test_a_user_repository_with_tests_in_a_folder_and_a_class(tmp_path):
+    repo = tmp_path / "mine"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "calc.py").write_text("def clamp(x, lo, hi):\n    if x < lo:\n        return lo\n"
+                                  "    return x if x <= hi else hi\n")
+    (repo / "tests" / "conftest.py").write_text(
+        "import os, sys\nsys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))\n")
+    (repo / "tests" / "test_calc.py").write_text(
+        "from calc import clamp\n\n\nclass TestClamp:\n    def test_inside(self):\n"
+        "        assert clamp(5, 0, 10) == 5\n\n    def test_low(self):\n        assert clamp(-5, 0, 10) == 0\n"
+        "\n\ndef test_high():\n    assert clamp(50, 0, 10) == 10\n")
+    (demo,) = demos.build_demonstrations(1, seed=0, repositories=[str(tmp_path / "*")])
+    assert demo.test_files == ("tests/test_calc.py",)
+    assert demo.failing_tests == ("tests/test_calc.py::TestClamp::test_low",)
+    assert "-    def test_low(self):" in demo.weaken_diff and "+++ b/tests/test_calc.py" in demo.weaken_diff
