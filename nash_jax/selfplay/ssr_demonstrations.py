@@ -31,7 +31,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from nash_jax.files import write_dir_atomically
+from nash_jax.runs.files import write_dir_atomically
 from nash_jax.selfplay.mutations import Mutant, mutants, unified_diff
 from nash_jax.tasks import code_repositories
 
