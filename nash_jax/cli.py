@@ -56,6 +56,12 @@ def _judge(args):
                   flush=True)
 
 
+def _ssr_validate(args):
+    from nash_jax.selfplay.ssr_validate import ssr_validate
+
+    return ssr_validate(args.artifact_dir, as_json=args.json)
+
+
 def _plan(args):
     from nash_jax import config as config_lib
     from nash_jax import plan, recipes
@@ -414,6 +420,14 @@ def build_parser():
                              help="let OUT_DIR replace a directory that nash_jax wrote before (one "
                                   "holding its .nash-jax marker; never another directory or a file)")
     import_gguf.set_defaults(handler=_import_gguf)
+    ssr = commands.add_parser(
+        "ssr-validate", help="run the seven SSR consistency checks on one bug artifact, sandboxed",
+        description="Check an artifact directory (bug_inject.diff, test_weaken.diff, test_files.txt, "
+                    "repository) with pytest in the sandbox; exit 0 when all seven checks pass, 1 "
+                    "naming the one that fails, 2 for an artifact that cannot be read.")
+    ssr.add_argument("artifact_dir", help="the artifact directory")
+    ssr.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    ssr.set_defaults(handler=_ssr_validate)
     return parser
 
 
@@ -422,7 +436,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     _stop_safely_on_signals()
     try:
-        args.handler(args)
+        status = args.handler(args)
     except (ValueError, FileNotFoundError) as err:
         print(f"nash-jax {args.command}: error: {err}", file=sys.stderr)
         return 2
@@ -439,7 +453,7 @@ def main(argv=None):
         resume = (" Rerun the same command to resume." if args.command in ("run", "report") else "")
         print(f"nash-jax {args.command}: interrupted.{said}{resume}", file=sys.stderr)
         return 130
-    return 0
+    return status or 0
 
 
 def _stop_safely_on_signals():

@@ -1,0 +1,357 @@
+"""Run a repository's pytest files on a fresh copy of it, under limits, where the code cannot reach out.
+
+Each run copies the repository into a new temporary directory (removed afterwards) and starts
+`python -m pytest -q -p no:cacheprovider --junitxml=... FILES` with the host's interpreter, in its own
+session, with a scrubbed environment and rlimits (CPU time, address space, processes, file size, open
+files, no core dumps); the wall-clock limit and the output cap are enforced from here by killing the
+whole process group. Where the machine allows it (util-linux `unshare` as root, probed once), the run
+also gets new network, mount and PID namespaces: only a down loopback, every mount read-only but the
+copy and a private /tmp (a tmpfs that vanishes with the run), and every descendant killed when the
+namespace's init dies. Root drops to a dedicated unprivileged uid (setpriv, no_new_privs) before
+pytest starts, so that RLIMIT_NPROC counts and nothing can be remounted. `TestRun.protections` says
+which of these were active.
+
+Outcomes per test come from pytest's own JUnit report, never from what the tests print.
+"""
+
+import functools
+import os
+import resource
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nash_jax.selfplay.sandbox_report import junit_outcomes
+
+# Inside the namespaces: private propagation, a tmpfs for /tmp holding the copy and the report folder
+# (bound from the host), every other mount read-only, then pytest as an unprivileged uid. `sh` stays
+# PID 1 of the namespace (the commands after "$@" stop it from exec'ing pytest in its place), so that
+# pytest gets ordinary signal handling and every orphan dies with sh.
+_NAMESPACE_SCRIPT = r"""
+set -eu
+box=$1; tmp_bytes=$2; uid=$3; kept=$4; hidden=$5; shift 5
+mount -n --make-rprivate /
+mount -n -t tmpfs -o size="$tmp_bytes",mode=1777 nash-jax-sandbox "$box/tmp"
+mkdir "$box/tmp/work" "$box/tmp/report"
+mount -n --bind "$box/work" "$box/tmp/work"
+mount -n --bind "$box/report" "$box/tmp/report"
+# The interpreter's folders below a folder only root may enter (/root/.pyenv), one a line in $kept:
+# set aside, the folders in $hidden covered by an empty tmpfs (hiding the rest of them), then put back.
+mkdir "$box/tmp/keep"
+i=0; printf '%s\n' "$kept" | while IFS= read -r path; do
+  [ -n "$path" ] || continue; i=$((i+1)); mkdir "$box/tmp/keep/$i"
+  mount -n --bind "$path" "$box/tmp/keep/$i"
+done
+printf '%s\n' "$hidden" | while IFS= read -r path; do
+  [ -n "$path" ] || continue; mount -n -t tmpfs -o size=1m,mode=755 nash-jax-hidden "$path"
+done
+i=0; printf '%s\n' "$kept" | while IFS= read -r path; do
+  [ -n "$path" ] || continue; i=$((i+1)); mkdir -p "$path"
+  mount -n --move "$box/tmp/keep/$i" "$path"
+done
+rm -rf "$box/tmp/keep"
+for target in $(awk '{print $5}' /proc/self/mountinfo); do
+  case "$target" in "$box"/tmp|"$box"/tmp/*) continue;; esac
+  mount -n -o remount,bind,ro "$target"
+done
+mount -n --move "$box/tmp" /tmp
+cd /tmp/work
+set +e
+if [ "$uid" != none ]; then
+  setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs -- "$@"
+else
+  "$@"
+fi
+status=$?
+exit $status
+"""
+
+_UNSHARE = ("unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc")
+
+# The only variables a sandboxed run sees (no JAX/XLA/HF/proxy/credential variables of the host's).
+_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+# Unprivileged uids for sandboxed runs: one per host process, so that RLIMIT_NPROC (counted per uid)
+# of one run is not spent by another helper's runs, and no real account's files are reachable.
+_UID_BASE, _UID_SPAN = 200_000, 60_000
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """What one test run may use; any limit reached makes the run invalid (`TestRun.limit_hit`)."""
+    wall_s: float = 30.0
+    cpu_s: int = 20
+    memory_bytes: int = 1 << 30  # RLIMIT_AS, per process
+    output_bytes: int = 1 << 20  # stdout + stderr read before the run is killed
+    processes: int = 64  # RLIMIT_NPROC for the sandbox's uid (only with the uid drop)
+    file_bytes: int = 16 << 20  # RLIMIT_FSIZE
+    open_files: int = 256
+    tmp_bytes: int = 64 << 20  # size of the private /tmp (namespaces only)
+
+    def __post_init__(self):
+        for name in ("wall_s", "cpu_s", "memory_bytes", "output_bytes", "processes", "file_bytes",
+                     "open_files", "tmp_bytes"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"SandboxLimits.{name}={value!r}; expected a positive number")
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """One sandboxed pytest run: outcome per test id ("file.py::name", "file.py::Class::name") as
+    pytest's JUnit report gives it (passed/failed/error/skipped), pytest's exit status, `limit_hit`
+    ("wall", "cpu", "memory", "output", "file_size") or `problem` (missing or unreadable report), the
+    output's head, the seconds it took and the protections that were active."""
+    __test__ = False  # not a pytest test class
+
+    outcomes: dict
+    returncode: int | None
+    seconds: float
+    protections: dict
+    limit_hit: str | None = None
+    problem: str | None = None
+    output: str = ""
+    files: tuple = field(default=())
+
+    @property
+    def valid(self):
+        """Whether the run finished within its limits with a readable report."""
+        return self.limit_hit is None and self.problem is None
+
+    def passed(self):
+        return {test for test, outcome in self.outcomes.items() if outcome == "passed"}
+
+    def failing(self):
+        """Tests that failed or raised an error (collection errors included)."""
+        return {test for test, outcome in self.outcomes.items() if outcome in ("failed", "error")}
+
+    def summary(self):
+        counts = {}
+        for outcome in self.outcomes.values():
+            counts[outcome] = counts.get(outcome, 0) + 1
+        return {"seconds": round(self.seconds, 3), "returncode": self.returncode, **counts,
+                "limit_hit": self.limit_hit, "problem": self.problem}
+
+
+def run_tests(repo_dir, test_files, limits=SandboxLimits()):
+    """Run pytest on `test_files` (paths relative to the repository) in a fresh sandboxed copy of
+    `repo_dir`; returns a TestRun. The copy is removed afterwards, whatever the tests did."""
+    repo_dir = Path(repo_dir)
+    if not repo_dir.is_dir():
+        raise ValueError(f"repository {repo_dir} is not a directory; expected a folder of Python "
+                         "files and their pytest files")
+    files = tuple(str(name) for name in test_files)
+    box = Path(tempfile.mkdtemp(prefix="nash-jax-sandbox-"))
+    try:
+        return _run_in_box(box, repo_dir, files, limits)
+    finally:
+        shutil.rmtree(box, ignore_errors=True)
+
+
+def protections():
+    """The protections this machine gives a sandboxed run (probed once per process)."""
+    return dict(_probe())
+
+
+def _run_in_box(box, repo_dir, files, limits):
+    shutil.copytree(repo_dir, box / "work", symlinks=True)
+    (box / "report").mkdir()
+    (box / "tmp").mkdir()
+    probe = _probe()
+    uid = _sandbox_uid() if probe["unprivileged_uid"] else None
+    if uid is not None:
+        for path in (box / "work", box / "report", box / "tmp"):
+            _chown_tree(path, uid)
+        os.chmod(box, 0o711)  # without namespaces the uid reaches its folders through the box
+    command, inside = _command(box, files, limits, uid, namespaces=probe["network_namespace"])
+    start = time.monotonic()
+    returncode, output, limit, cpu_s = _supervise(command, limits, uid=uid,
+                                                  namespaces=probe["network_namespace"],
+                                                  env=_environment(inside),
+                                                  cwd=box if probe["network_namespace"] else inside["cwd"])
+    seconds = time.monotonic() - start
+    limit = limit or _limit_from_status(returncode, cpu_s, limits)
+    outcomes, problem = {}, None
+    if limit is None:
+        outcomes, problem, limit = junit_outcomes(box / "report" / "junit.xml", returncode)
+    return TestRun(outcomes=outcomes if limit is None else {}, returncode=returncode,
+                   seconds=seconds, protections=dict(probe), limit_hit=limit, problem=problem,
+                   output=output, files=files)
+
+
+def _command(box, files, limits, uid, *, namespaces):
+    """The command line and the paths the run sees (inside the namespace: /tmp/work, /tmp/report)."""
+    root = Path("/tmp") if namespaces else box
+    inside = {"cwd": str(root / "work"), "home": str(root / "tmp") if not namespaces else "/tmp",
+              "tmp": str(root / "tmp") if not namespaces else "/tmp"}
+    pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+              "-o", "junit_family=xunit1",
+              "--continue-on-collection-errors", f"--junitxml={root / 'report' / 'junit.xml'}",
+              f"--rootdir={inside['cwd']}", "--", *files]
+    if not namespaces:
+        return pytest, inside
+    return [*_namespace_command(box, limits.tmp_bytes, uid), *pytest], inside
+
+
+def _namespace_command(box, tmp_bytes, uid):
+    kept, hidden = _interpreter_folders()
+    return [*_UNSHARE, "sh", "-c", _NAMESPACE_SCRIPT, "sandbox", str(box), str(tmp_bytes),
+            "none" if uid is None else str(uid), "\n".join(kept), "\n".join(hidden)]
+
+
+@functools.cache
+def _interpreter_folders():
+    """(folders to keep, folders to hide): where the interpreter (its prefix, base prefix, the real
+    executable's folder) lies below a folder others may not enter, that folder is hidden and the
+    interpreter's child of it kept, so that the unprivileged uid reaches the interpreter and nothing
+    else there."""
+    needed = {Path(os.path.realpath(sys.prefix)), Path(os.path.realpath(sys.base_prefix)),
+              Path(os.path.realpath(sys.executable)).parent}
+    kept, hidden = set(), set()
+    for path in needed:
+        for folder in reversed(path.parents):
+            if not os.stat(folder).st_mode & 0o001:
+                hidden.add(str(folder))
+                kept.add(str(folder / path.relative_to(folder).parts[0]))
+                break
+    if any("\n" in name for name in kept | hidden):
+        raise ValueError(f"the interpreter's path {sys.executable!r} holds a newline; the sandbox "
+                         "expected a plain path")
+    return sorted(kept), sorted(hidden)
+
+
+def _environment(inside):
+    return {"PATH": _PATH, "HOME": inside["home"], "TMPDIR": inside["tmp"], "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def _supervise(command, limits, *, uid, namespaces, env, cwd):
+    """Start `command` in its own session under the rlimits; read its output until it ends, the wall
+    limit passes or the output cap is reached (then kill the whole group). Returns (exit status as
+    subprocess gives it, the output's head as text, "wall"/"output"/None, CPU seconds used)."""
+    drop = None if namespaces else uid  # inside namespaces setpriv drops after the mounts
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True,
+                               preexec_fn=functools.partial(_limit_child, limits, drop))
+    deadline = time.monotonic() + limits.wall_s
+    chunks, size, limit = [], 0, None
+    stream = process.stdout.fileno()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            limit = "wall"
+            break
+        ready, _, _ = select.select([stream], [], [], left)
+        if not ready:
+            continue
+        data = os.read(stream, 65536)
+        if not data:
+            break
+        chunks.append(data[:max(0, limits.output_bytes - size)])
+        size += len(data)
+        if size > limits.output_bytes:
+            limit = "output"
+            break
+    if limit is not None:
+        _kill_group(process.pid)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    process.stdout.close()
+    cpu_s = usage.ru_utime + usage.ru_stime
+    return process.returncode, b"".join(chunks).decode("utf-8", "replace"), limit, cpu_s
+
+
+def _kill_group(pid):
+    # The whole session: unshare, the namespace's init (which takes every descendant with it) or, without
+    # namespaces, pytest and whatever it started in its group.
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _limit_child(limits, uid):
+    """In the child before exec: the rlimits (inherited by everything it starts), then, without
+    namespaces, the uid drop."""
+    cpu = int(limits.cpu_s)
+    for which, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)),
+                         (resource.RLIMIT_AS, (limits.memory_bytes,) * 2),
+                         (resource.RLIMIT_NPROC, (limits.processes,) * 2),
+                         (resource.RLIMIT_FSIZE, (limits.file_bytes,) * 2),
+                         (resource.RLIMIT_NOFILE, (limits.open_files,) * 2),
+                         (resource.RLIMIT_CORE, (0, 0))):
+        resource.setrlimit(which, value)
+    if uid is not None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+
+
+_SIGNALLED = {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "file_size"}
+
+
+def _limit_from_status(returncode, cpu_s, limits):
+    """Which rlimit ended the run, from its exit status: killed by SIGXCPU/SIGXFSZ (a negative status,
+    or 128 + the signal from the namespace's sh), or by SIGKILL once its CPU time reached the limit."""
+    if returncode is None:
+        return None
+    number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    if number in _SIGNALLED:
+        return _SIGNALLED[number]
+    if number == signal.SIGKILL and cpu_s >= limits.cpu_s:
+        return "cpu"
+    return None
+
+
+def _sandbox_uid():
+    return _UID_BASE + os.getpid() % _UID_SPAN
+
+
+def _chown_tree(path, uid):
+    os.chown(path, uid, uid, follow_symlinks=False)
+    for folder, names, files in os.walk(path):
+        for name in names + files:
+            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
+
+
+@functools.cache
+def _probe():
+    """Try the namespaces once with a trivial command; what works decides every later run."""
+    root = os.geteuid() == 0
+    has_setpriv = shutil.which("setpriv") is not None
+    namespaces = False
+    if root and shutil.which("unshare") is not None and has_setpriv:
+        namespaces = _namespaces_work()
+    # Without namespaces the uid drop needs an interpreter that other users may reach.
+    reachable = namespaces or not _interpreter_folders()[1]
+    return {"network_namespace": namespaces, "read_only_root": namespaces, "private_tmp": namespaces,
+            "pid_namespace": namespaces, "unprivileged_uid": root and reachable,
+            "process_group": True, "scrubbed_environment": True,
+            "rlimits": ["cpu", "address_space", "processes", "file_size", "open_files", "core"],
+            "wall_limit": True, "output_cap": True}
+
+
+def _namespaces_work():
+    box = Path(tempfile.mkdtemp(prefix="nash-jax-sandbox-probe-"))
+    try:
+        uid = _sandbox_uid()
+        for name in ("work", "report", "tmp"):
+            (box / name).mkdir()
+            os.chown(box / name, uid, uid)
+        command = [*_namespace_command(box, 1 << 20, uid), sys.executable, "-c",
+                   "import pathlib; pathlib.Path('/tmp/work/ok').touch()", "--"]
+        try:
+            done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
+                                  env={"PATH": _PATH})
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return done.returncode == 0 and (box / "work" / "ok").is_file()
+    finally:
+        shutil.rmtree(box, ignore_errors=True)
