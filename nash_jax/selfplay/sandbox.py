@@ -175,6 +175,8 @@ def _run_in_box(box, repo_dir, files, limits):
                                                   namespaces=probe["network_namespace"],
                                                   env=_environment(inside),
                                                   cwd=box if probe["network_namespace"] else inside["cwd"])
+    if uid is not None:
+        _reap(uid)
     seconds = time.monotonic() - start
     limit = limit or _limit_from_status(returncode, cpu_s, limits)
     outcomes, problem = {}, None
@@ -275,6 +277,29 @@ def _kill_group(pid):
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _reap(uid):
+    """Kill whatever the run's uid still runs (orphans the PID namespace's end has not yet taken, or,
+    without one, processes that left the group) and wait until they are gone: kill(-1) as that uid
+    reaches exactly its processes."""
+    subprocess.run(["kill", "-KILL", "-1"], user=uid, group=uid, extra_groups=[],
+                   stdin=subprocess.DEVNULL, capture_output=True, env={"PATH": _PATH}, check=False)
+    deadline = time.monotonic() + 5
+    while processes_of(uid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def processes_of(uid):
+    """Process ids whose owner is `uid` (from /proc)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        try:
+            if entry.name.isdigit() and entry.stat(follow_symlinks=False).st_uid == uid:
+                found.append(int(entry.name))
+        except FileNotFoundError:
+            pass
+    return found
 
 
 def _limit_child(limits, uid):
