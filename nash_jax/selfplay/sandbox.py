@@ -7,14 +7,16 @@ files, no core dumps); the wall-clock limit and the output cap are enforced from
 whole process group. Where the machine allows it (util-linux `unshare` as root, probed once), the run
 also gets new network, mount and PID namespaces: only a down loopback, every mount read-only but the
 copy and a private /tmp (a tmpfs that vanishes with the run), and every descendant killed when the
-namespace's init dies. Root drops to a dedicated unprivileged uid (setpriv, no_new_privs) before
-pytest starts, so that RLIMIT_NPROC counts and nothing can be remounted. `TestRun.protections` says
+namespace's init (sandbox_init, which makes that view) dies. Root drops to a dedicated unprivileged
+uid (no groups, no capabilities, no_new_privs) before pytest starts, so that RLIMIT_NPROC counts and
+nothing can be remounted. `TestRun.protections` says
 which of these were active.
 
 Outcomes per test come from pytest's own JUnit report, never from what the tests print.
 """
 
 import functools
+import json
 import os
 import resource
 import select
@@ -29,49 +31,9 @@ from pathlib import Path
 
 from nash_jax.selfplay.sandbox_report import junit_outcomes
 
-# Inside the namespaces: private propagation, a tmpfs for /tmp holding the copy and the report folder
-# (bound from the host), every other mount read-only, then pytest as an unprivileged uid. `sh` stays
-# PID 1 of the namespace (the commands after "$@" stop it from exec'ing pytest in its place), so that
-# pytest gets ordinary signal handling and every orphan dies with sh.
-_NAMESPACE_SCRIPT = r"""
-set -eu
-box=$1; tmp_bytes=$2; uid=$3; kept=$4; hidden=$5; shift 5
-mount -n --make-rprivate /
-mount -n -t tmpfs -o size="$tmp_bytes",mode=1777 nash-jax-sandbox "$box/tmp"
-mkdir "$box/tmp/work" "$box/tmp/report"
-mount -n --bind "$box/work" "$box/tmp/work"
-mount -n --bind "$box/report" "$box/tmp/report"
-# The interpreter's folders below a folder only root may enter (/root/.pyenv), one a line in $kept:
-# set aside, the folders in $hidden covered by an empty tmpfs (hiding the rest of them), then put back.
-mkdir "$box/tmp/keep"
-i=0; printf '%s\n' "$kept" | while IFS= read -r path; do
-  [ -n "$path" ] || continue; i=$((i+1)); mkdir "$box/tmp/keep/$i"
-  mount -n --bind "$path" "$box/tmp/keep/$i"
-done
-printf '%s\n' "$hidden" | while IFS= read -r path; do
-  [ -n "$path" ] || continue; mount -n -t tmpfs -o size=1m,mode=755 nash-jax-hidden "$path"
-done
-i=0; printf '%s\n' "$kept" | while IFS= read -r path; do
-  [ -n "$path" ] || continue; i=$((i+1)); mkdir -p "$path"
-  mount -n --move "$box/tmp/keep/$i" "$path"
-done
-rm -rf "$box/tmp/keep"
-for target in $(awk '{print $5}' /proc/self/mountinfo); do
-  case "$target" in "$box"/tmp|"$box"/tmp/*) continue;; esac
-  mount -n -o remount,bind,ro "$target"
-done
-mount -n --move "$box/tmp" /tmp
-cd /tmp/work
-set +e
-if [ "$uid" != none ]; then
-  setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs -- "$@"
-else
-  "$@"
-fi
-status=$?
-exit $status
-"""
-
+# Inside the namespaces the first process is sandbox_init (the filesystem view, then pytest as the
+# unprivileged uid); unshare's --kill-child takes it, and so the whole namespace, down with unshare.
+_INIT = str(Path(__file__).with_name("sandbox_init.py"))
 _UNSHARE = ("unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc")
 
 # The only variables a sandboxed run sees (no JAX/XLA/HF/proxy/credential variables of the host's).
@@ -203,8 +165,8 @@ def _command(box, files, limits, uid, *, namespaces):
 
 def _namespace_command(box, tmp_bytes, uid):
     kept, hidden = _interpreter_folders()
-    return [*_UNSHARE, "sh", "-c", _NAMESPACE_SCRIPT, "sandbox", str(box), str(tmp_bytes),
-            "none" if uid is None else str(uid), "\n".join(kept), "\n".join(hidden)]
+    setup = {"box": str(box), "tmp_bytes": tmp_bytes, "uid": uid, "kept": kept, "hidden": hidden}
+    return [*_UNSHARE, sys.executable, "-I", "-S", _INIT, json.dumps(setup)]
 
 
 @functools.cache
@@ -222,9 +184,6 @@ def _interpreter_folders():
                 hidden.add(str(folder))
                 kept.add(str(folder / path.relative_to(folder).parts[0]))
                 break
-    if any("\n" in name for name in kept | hidden):
-        raise ValueError(f"the interpreter's path {sys.executable!r} holds a newline; the sandbox "
-                         "expected a plain path")
     return sorted(kept), sorted(hidden)
 
 
@@ -238,7 +197,7 @@ def _supervise(command, limits, *, uid, namespaces, env, cwd):
     """Start `command` in its own session under the rlimits; read its output until it ends, the wall
     limit passes or the output cap is reached (then kill the whole group). Returns (exit status as
     subprocess gives it, the output's head as text, "wall"/"output"/None, CPU seconds used)."""
-    drop = None if namespaces else uid  # inside namespaces setpriv drops after the mounts
+    drop = None if namespaces else uid  # inside namespaces sandbox_init drops after the mounts
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True,
                                preexec_fn=functools.partial(_limit_child, limits, drop))
@@ -324,7 +283,7 @@ _SIGNALLED = {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "file_size"}
 
 def _limit_from_status(returncode, cpu_s, limits):
     """Which rlimit ended the run, from its exit status: killed by SIGXCPU/SIGXFSZ (a negative status,
-    or 128 + the signal from the namespace's sh), or by SIGKILL once its CPU time reached the limit."""
+    or 128 + the signal from sandbox_init), or by SIGKILL once its CPU time reached the limit."""
     if returncode is None:
         return None
     number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
@@ -350,10 +309,7 @@ def _chown_tree(path, uid):
 def _probe():
     """Try the namespaces once with a trivial command; what works decides every later run."""
     root = os.geteuid() == 0
-    has_setpriv = shutil.which("setpriv") is not None
-    namespaces = False
-    if root and shutil.which("unshare") is not None and has_setpriv:
-        namespaces = _namespaces_work()
+    namespaces = root and shutil.which("unshare") is not None and _namespaces_work()
     # Without namespaces the uid drop needs an interpreter that other users may reach.
     reachable = namespaces or not _interpreter_folders()[1]
     return {"network_namespace": namespaces, "read_only_root": namespaces, "private_tmp": namespaces,
@@ -371,7 +327,7 @@ def _namespaces_work():
             (box / name).mkdir()
             os.chown(box / name, uid, uid)
         command = [*_namespace_command(box, 1 << 20, uid), sys.executable, "-c",
-                   "import pathlib; pathlib.Path('/tmp/work/ok').touch()", "--"]
+                   "import pathlib; pathlib.Path('/tmp/work/ok').touch()"]
         try:
             done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
                                   env={"PATH": _PATH})
