@@ -129,7 +129,9 @@ def test_writes_outside_the_copy_do_not_survive_on_the_host(tmp_path, healthy):
     # a world-writable host folder outside /tmp: only the read-only view stops the write there
     open_host = Path(tempfile.mkdtemp(prefix="nash-jax-open-", dir="/var/tmp"))
     os.chmod(open_host, 0o777)
-    targets = [tmp_path / "escaped", Path("/tmp/nash_jax_sandbox_escape"), open_host / "escaped"]
+    folder = tmp_path / "repo"  # the repository itself, on the host
+    targets = [tmp_path / "escaped", folder / "escaped", Path("/tmp/nash_jax_sandbox_escape"),
+               open_host / "escaped"]
     body = (f"targets = {[str(target) for target in targets]!r}\n"
             "targets.append(os.path.join(os.path.dirname(os.getcwd()), 'escaped'))\n"
             "written = []\n"
@@ -141,13 +143,12 @@ def test_writes_outside_the_copy_do_not_survive_on_the_host(tmp_path, healthy):
             "        pass\n"
             "open('/tmp/inside', 'w').write('x')  # the private /tmp takes writes\n")
     try:
-        folder = threat_repo(tmp_path / "repo", body)
+        threat_repo(folder, body)
         run = run_tests(folder, ["test_threat.py"], TIGHT)
         assert run.outcomes == {"test_threat.py::test_threat": "passed"}, run.output
         assert [target for target in targets if target.exists()] == []
         assert not Path("/tmp/inside").exists()
         assert sorted(path.name for path in folder.iterdir()) == ["test_threat.py"]
-        assert not any(Path(tempfile.gettempdir()).glob("nash-jax-sandbox-*/escaped"))
     finally:
         shutil.rmtree(open_host)
     healthy()

@@ -3,6 +3,7 @@ cannot be read; --json; the repository line as a path (relative to the artifact)
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +26,7 @@ def artifacts(tmp_path_factory):
 
 def test_a_valid_artifact_exits_0_and_prints_every_check_and_the_protections(artifacts):
     done = subprocess.run([*USER_CLI, "ssr-validate", str(artifacts / "valid")], capture_output=True,
-                          text=True, cwd=repos.Path(__file__).resolve().parents[2])
+                          text=True, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[-1] == "valid: all seven checks pass"
