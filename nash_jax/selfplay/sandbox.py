@@ -5,12 +5,12 @@ Each run copies the repository into a new temporary directory (removed afterward
 session, with a scrubbed environment and rlimits (CPU time, address space, processes, file size, open
 files, no core dumps); the wall-clock limit and the output cap are enforced from here by killing the
 whole process group. Where the machine allows it (util-linux `unshare` as root, probed once), the run
-also gets new network, mount and PID namespaces: only a down loopback, every mount read-only but the
-copy and a private /tmp (a tmpfs that vanishes with the run), and every descendant killed when the
-namespace's init (sandbox_init, which makes that view) dies. Root drops to a dedicated unprivileged
-uid (no groups, no capabilities, no_new_privs) before pytest starts, so that RLIMIT_NPROC counts and
-nothing can be remounted. `TestRun.protections` says
-which of these were active.
+also gets new network, mount and PID namespaces: only a down loopback, every mount read-only but a
+private /tmp (a size-limited tmpfs holding the copy, which vanishes with the run), and every
+descendant killed when the namespace's init (sandbox_init, which makes that view) dies. Root drops
+to a dedicated unprivileged uid (no groups, no capabilities, no_new_privs) before pytest starts, so
+that RLIMIT_NPROC counts and nothing can be remounted. `TestRun.protections` says which of these
+were active.
 
 Outcomes per test come from pytest's own JUnit report, never from what the tests print.
 """
@@ -127,10 +127,11 @@ def _run_in_box(box, repo_dir, files, limits):
     (box / "tmp").mkdir()
     probe = _probe()
     uid = _sandbox_uid() if probe["unprivileged_uid"] else None
-    if uid is not None:
+    if uid is not None and not probe["network_namespace"]:
+        # without namespaces the uid works in the host's copy, reached through the box
         for path in (box / "work", box / "report", box / "tmp"):
             _chown_tree(path, uid)
-        os.chmod(box, 0o711)  # without namespaces the uid reaches its folders through the box
+        os.chmod(box, 0o711)
     command, inside = _command(box, files, limits, uid, namespaces=probe["network_namespace"])
     start = time.monotonic()
     returncode, output, limit, cpu_s = _supervise(command, limits, uid=uid,
@@ -320,19 +321,20 @@ def _probe():
 
 
 def _namespaces_work():
+    """The view builds, the uid cannot write the root, and the report comes back."""
     box = Path(tempfile.mkdtemp(prefix="nash-jax-sandbox-probe-"))
     try:
-        uid = _sandbox_uid()
         for name in ("work", "report", "tmp"):
             (box / name).mkdir()
-            os.chown(box / name, uid, uid)
-        command = [*_namespace_command(box, 1 << 20, uid), sys.executable, "-c",
-                   "import pathlib; pathlib.Path('/tmp/work/ok').touch()"]
+        check = ("import os\ntry:\n    open('/nash-jax-probe', 'w')\nexcept OSError:\n"
+                 "    open('/tmp/report/junit.xml', 'w').write('<ok/>')\n")
+        command = [*_namespace_command(box, 1 << 20, _sandbox_uid()), sys.executable, "-c", check]
         try:
             done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
                                   env={"PATH": _PATH})
         except (OSError, subprocess.TimeoutExpired):
             return False
-        return done.returncode == 0 and (box / "work" / "ok").is_file()
+        report = box / "report" / "junit.xml"
+        return done.returncode == 0 and report.is_file() and report.read_text() == "<ok/>"
     finally:
         shutil.rmtree(box, ignore_errors=True)

@@ -3,10 +3,13 @@ COMMAND...`): it makes the filesystem view with mount(2) calls, then runs COMMAN
 uid and stays PID 1 of the namespace until it ends, exiting with its status (128 + the signal that
 killed it); when it exits, the kernel kills whatever the command left behind.
 
-The view: mounts made private, a tmpfs for /tmp holding the repository copy (/tmp/work) and the
-report folder (/tmp/report) bound from the host, /sys covered by an empty tmpfs, every folder only
-root may enter on the interpreter's path covered by an empty tmpfs with the interpreter's own folder
-put back, and every mount point read-only except the private /tmp.
+The view: mounts made private, a size-limited tmpfs for /tmp holding a copy of the repository
+(/tmp/work, owned by the uid) and an empty /tmp/report (a small tmpfs of its own), /sys covered by an empty tmpfs, every folder
+only root may enter on the interpreter's path covered by an empty tmpfs with the interpreter's own
+folder put back, and every mount point read-only except the private /tmp. So nothing the tests write
+reaches the host's disk, however many files they make; the one file that comes back is pytest's JUnit
+report, copied by this process (as root, not following links, at most MAX_REPORT_BYTES) into the host
+folder it holds open.
 
 Standalone on purpose (the standard library only, no site): it runs before anything of the package
 could be imported, as root, once per test run, and its start-up time is part of every run's.
@@ -15,6 +18,8 @@ could be imported, as root, once per test run, and its start-up time is part of 
 import ctypes
 import json
 import os
+import shutil
+import stat
 import sys
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
@@ -22,6 +27,7 @@ MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 32, 4096, 8192, 16384, 1 << 1
 PR_SET_NO_NEW_PRIVS = 38
 # statvfs f_flag bits that a read-only remount must keep (they equal the MS_ values)
 _KEPT_FLAGS = MS_NOSUID | MS_NODEV | MS_NOEXEC
+MAX_REPORT_BYTES = 16 << 20
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -48,13 +54,23 @@ def mount_points():
 
 
 def make_view(setup):
-    box = setup["box"]
+    """Build the view; returns an open descriptor of the host's report folder (hidden from then on)."""
+    box, uid = setup["box"], setup["uid"]
     private = f"{box}/tmp"
     mount(None, "/", flags=MS_REC | MS_PRIVATE)
+    # The host's report folder: a mount of its own, left writable, held open, hidden below /tmp later.
+    host_report = f"{box}/report"
+    mount(host_report, host_report, flags=MS_BIND)
+    report = os.open(host_report, os.O_RDONLY | os.O_DIRECTORY)
     mount("nash-jax-sandbox", private, "tmpfs", 0, f"size={setup['tmp_bytes']},mode=1777")
-    for name in ("work", "report"):
-        os.mkdir(f"{private}/{name}")
-        mount(f"{box}/{name}", f"{private}/{name}", flags=MS_BIND)
+    shutil.copytree(f"{box}/work", f"{private}/work", symlinks=True)
+    os.mkdir(f"{private}/report")
+    # a tmpfs of its own, so that tests filling /tmp leave pytest room for its report
+    mount("nash-jax-report", f"{private}/report", "tmpfs", 0, f"size={MAX_REPORT_BYTES},mode=755")
+    if uid is not None:
+        for folder, names, files in os.walk(private):
+            for name in [folder, *(os.path.join(folder, entry) for entry in names + files)]:
+                os.chown(name, uid, uid, follow_symlinks=False)
     staged = []
     for number, kept in enumerate(setup["kept"]):
         stage = f"{private}/keep{number}"
@@ -69,11 +85,29 @@ def make_view(setup):
         os.rmdir(stage)
     mount("nash-jax-no-sys", "/sys", "tmpfs", MS_RDONLY, "size=4k,mode=555")
     for point in mount_points():
-        if point == private or point.startswith(private + "/") or point.startswith("/sys/"):
+        if point in (private, host_report) or point.startswith((private + "/", "/sys/")):
             continue
         kept_flags = os.statvfs(point).f_flag & _KEPT_FLAGS
         mount(None, point, flags=MS_REMOUNT | MS_BIND | MS_RDONLY | kept_flags)
     mount(private, "/tmp", flags=MS_MOVE)
+    return report
+
+
+def deliver_report(report):
+    """Copy /tmp/report/junit.xml into the host's report folder when it is a regular file of at most
+    MAX_REPORT_BYTES (the tests could have put a link or a huge file there)."""
+    try:
+        source = os.open("/tmp/report/junit.xml", os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    with os.fdopen(source, "rb") as stream:
+        info = os.fstat(stream.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_REPORT_BYTES:
+            return
+        data = stream.read(MAX_REPORT_BYTES + 1)
+    target = os.open("junit.xml", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=report)
+    with os.fdopen(target, "wb") as stream:
+        stream.write(data)
 
 
 def run_as(uid, command):
@@ -100,8 +134,10 @@ def run_as(uid, command):
 
 def main(argv):
     setup = json.loads(argv[1])
-    make_view(setup)
-    return run_as(setup["uid"], argv[2:])
+    report = make_view(setup)
+    status = run_as(setup["uid"], argv[2:])
+    deliver_report(report)
+    return status
 
 
 if __name__ == "__main__":

@@ -154,6 +154,23 @@ def test_writes_outside_the_copy_do_not_survive_on_the_host(tmp_path, healthy):
     healthy()
 
 
+@needs_namespaces
+def test_writing_without_end_fills_only_the_private_tmpfs(tmp_path, healthy):
+    body = ("import errno\n"
+            "try:\n"
+            "    for number in range(64):\n"
+            "        open(f'filler_{number}', 'wb').write(bytes(1 << 20))\n"
+            "except OSError as err:\n"
+            "    assert err.errno == errno.ENOSPC, err\n"
+            "else:\n"
+            "    raise AssertionError('64 MiB fitted in the 8 MiB /tmp')\n")
+    limits = SandboxLimits(wall_s=TIGHT.wall_s, cpu_s=TIGHT.cpu_s, tmp_bytes=8 << 20)
+    run = run_tests(threat_repo(tmp_path / "repo", body), ["test_threat.py"], limits)
+    assert run.outcomes == {"test_threat.py::test_threat": "passed"}, run.output
+    assert sorted(path.name for path in (tmp_path / "repo").iterdir()) == ["test_threat.py"]
+    healthy()
+
+
 def test_the_host_s_environment_is_not_visible(tmp_path, monkeypatch, healthy):
     monkeypatch.setenv("NASH_JAX_SECRET_TOKEN", "hunter2-do-not-leak")
     body = ("assert 'NASH_JAX_SECRET_TOKEN' not in os.environ\n"
@@ -184,7 +201,8 @@ def test_a_socket_to_the_host_reaches_nothing(tmp_path, healthy):
     healthy()
 
 
-@needs_namespaces
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="namespaces need root and util-linux unshare")
 def test_this_machine_gives_every_protection():
     given = sandbox.protections()
     assert {name for name, on in given.items() if on is False} == set(), given
