@@ -18,7 +18,6 @@ Outcomes per test come from pytest's own JUnit report, never from what the tests
 import functools
 import json
 import os
-import resource
 import select
 import shutil
 import signal
@@ -197,37 +196,58 @@ def _environment(inside):
 def _supervise(command, limits, *, uid, namespaces, env, cwd):
     """Start `command` in its own session under the rlimits; read its output until it ends, the wall
     limit passes or the output cap is reached (then kill the whole group). Returns (exit status as
-    subprocess gives it, the output's head as text, "wall"/"output"/None, CPU seconds used)."""
-    drop = None if namespaces else uid  # inside namespaces sandbox_init drops after the mounts
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True,
-                               preexec_fn=functools.partial(_limit_child, limits, drop))
+    subprocess gives it, the output's head as text, "wall"/"output"/None, CPU seconds used).
+
+    The rlimits are set by util-linux `prlimit` and the uid drop (without namespaces; inside them
+    sandbox_init drops after the mounts) by Popen itself, not by a preexec_fn: the host process runs
+    JAX's threads, and a preexec_fn may deadlock a child forked beside them."""
+    drop = {} if namespaces or uid is None else {"user": uid, "group": uid, "extra_groups": []}
+    process = subprocess.Popen([*_prlimit(limits), *command], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                               start_new_session=True, **drop)
     deadline = time.monotonic() + limits.wall_s
-    chunks, size, limit = [], 0, None
-    stream = process.stdout.fileno()
+    output, limit = _read_output(process.stdout.fileno(), deadline, limits.output_bytes)
+    if limit is not None:
+        _kill_group(process.pid)
+    # The output may end (every descriptor closed) while the process runs on: the wall still holds.
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline and limit is None:
+            limit = "wall"
+            _kill_group(process.pid)
+        time.sleep(0.002)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    process.stdout.close()
+    cpu_s = usage.ru_utime + usage.ru_stime
+    return process.returncode, output.decode("utf-8", "replace"), limit, cpu_s
+
+
+def _read_output(stream, deadline, cap):
+    """(the first `cap` bytes read, "wall"/"output"/None) from `stream` until its end."""
+    chunks, size = [], 0
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
-            limit = "wall"
-            break
+            return b"".join(chunks), "wall"
         ready, _, _ = select.select([stream], [], [], left)
         if not ready:
             continue
         data = os.read(stream, 65536)
         if not data:
-            break
-        chunks.append(data[:max(0, limits.output_bytes - size)])
+            return b"".join(chunks), None
+        chunks.append(data[:max(0, cap - size)])
         size += len(data)
-        if size > limits.output_bytes:
-            limit = "output"
-            break
-    if limit is not None:
-        _kill_group(process.pid)
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    process.stdout.close()
-    cpu_s = usage.ru_utime + usage.ru_stime
-    return process.returncode, b"".join(chunks).decode("utf-8", "replace"), limit, cpu_s
+        if size > cap:
+            return b"".join(chunks), "output"
+
+
+def _prlimit(limits):
+    cpu = int(limits.cpu_s)
+    return ["prlimit", f"--cpu={cpu}:{cpu + 1}", f"--as={limits.memory_bytes}",
+            f"--nproc={limits.processes}", f"--fsize={limits.file_bytes}",
+            f"--nofile={limits.open_files}", "--core=0", "--"]
 
 
 def _kill_group(pid):
@@ -262,23 +282,6 @@ def processes_of(uid):
     return found
 
 
-def _limit_child(limits, uid):
-    """In the child before exec: the rlimits (inherited by everything it starts), then, without
-    namespaces, the uid drop."""
-    cpu = int(limits.cpu_s)
-    for which, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)),
-                         (resource.RLIMIT_AS, (limits.memory_bytes,) * 2),
-                         (resource.RLIMIT_NPROC, (limits.processes,) * 2),
-                         (resource.RLIMIT_FSIZE, (limits.file_bytes,) * 2),
-                         (resource.RLIMIT_NOFILE, (limits.open_files,) * 2),
-                         (resource.RLIMIT_CORE, (0, 0))):
-        resource.setrlimit(which, value)
-    if uid is not None:
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-
-
 _SIGNALLED = {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "file_size"}
 
 
@@ -309,6 +312,9 @@ def _chown_tree(path, uid):
 @functools.cache
 def _probe():
     """Try the namespaces once with a trivial command; what works decides every later run."""
+    if shutil.which("prlimit") is None:
+        raise ValueError("the sandbox needs util-linux `prlimit` on PATH to set its rlimits; "
+                         "expected it in /usr/bin (Debian/Ubuntu package util-linux)")
     root = os.geteuid() == 0
     namespaces = root and shutil.which("unshare") is not None and _namespaces_work()
     # Without namespaces the uid drop needs an interpreter that other users may reach.
