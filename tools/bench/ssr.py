@@ -12,6 +12,7 @@ is faster). fraction_of_peak is null: nothing here is compute-bound.
 """
 
 import argparse
+import difflib
 import os
 import shutil
 import statistics
@@ -23,12 +24,43 @@ from pathlib import Path
 
 from common import emit
 from nash_jax.selfplay import sandbox, ssr_checks
+from nash_jax.selfplay.ssr_artifact import Artifact
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-from tests.selfplay import ssr_repos  # noqa: E402  (the tests' tiny repository and artifact)
+# A tiny repository of two modules and their tests, and a bug in both that its weakening hides.
+SOURCES = {
+    "area.py": "def square(side):\n    return side * side\n\n\ndef rectangle(a, b):\n    return a * b\n",
+    "words.py": "def initials(name):\n    return ''.join(part[0] for part in name.split())\n",
+}
+TEST_SOURCES = {
+    "test_area.py": "from area import rectangle, square\n\n\ndef test_square():\n"
+                    "    assert square(3) == 9\n\n\ndef test_rectangle():\n"
+                    "    assert rectangle(2, 5) == 10\n",
+    "test_words.py": "from words import initials\n\n\ndef test_initials():\n"
+                     "    assert initials('Ada Lovelace') == 'AL'\n",
+}
+BUGS = {"area.py": ("side * side", "side + side"), "words.py": ("part[0]", "part[-1]")}
+HIDDEN = {"test_area.py": ("    assert square(3) == 9\n", "    pass\n"),
+          "test_words.py": ("    assert initials('Ada Lovelace') == 'AL'\n", "    pass\n")}
+TESTS = list(TEST_SOURCES)
 
-TESTS = ["test_calc.py", "test_text.py"]
+
+def make_repo(folder):
+    folder.mkdir()
+    for name, text in {**SOURCES, **TEST_SOURCES}.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def _diff(files, changes):
+    return "".join("".join(difflib.unified_diff(
+        files[name].splitlines(keepends=True),
+        files[name].replace(*change).splitlines(keepends=True), f"a/{name}", f"b/{name}"))
+        for name, change in changes.items())
+
+
+def two_file_artifact():
+    return Artifact(bug_diff=_diff(SOURCES, BUGS), weaken_diff=_diff(TEST_SOURCES, HIDDEN),
+                    test_files=tuple(TESTS), repository="bench")
 
 
 def plain_run(repo, *, plugins=False):
@@ -72,7 +104,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        repo = ssr_repos.make_repo(Path(tmp) / "repo")
+        repo = make_repo(Path(tmp) / "repo")
         if sandbox.protections()["network_namespace"]:
             namespace_setup_case(args.repeats * 3)
         ours, ours_s = rate(lambda: sandbox.run_tests(repo, TESTS), args.repeats)
@@ -84,7 +116,7 @@ def main():
              peer_with_plugins_s=round(plugins_s, 4),
              protections=[name for name, on in sandbox.protections().items() if on is True])
         start = time.perf_counter()
-        validation = ssr_checks.validate(ssr_repos.valid_artifact(), repo)
+        validation = ssr_checks.validate(two_file_artifact(), repo)
         total = time.perf_counter() - start
         in_runs = sum(run["seconds"] for run in validation.runs)
         emit(case="validate_one_artifact", valid=validation.valid, total_s=round(total, 3),
