@@ -60,6 +60,13 @@ def test_an_artifact_made_to_fail_one_check_fails_exactly_that_one(repo, failing
     assert validation.limit_hit is None
 
 
+def test_a_bug_that_also_edits_a_test_fails_the_source_files_check(repo):
+    validation = ssr_checks.validate(repos.artifact(repos.BREAK_ADD + repos.HIDE_SHOUT, repos.HIDE_ADD),
+                                     repo, SETTINGS)
+    assert validation.failure == "changes_source_files"
+    assert "touches test file(s) test_text.py" in validation.checks[-1].detail
+
+
 def test_a_bug_that_does_not_apply_names_git_s_reason(repo):
     bad = repos.BREAK_ADD.replace("return a + b", "return a ** b")
     validation = ssr_checks.validate(repos.artifact(bad, repos.HIDE_ADD), repo, SETTINGS)
