@@ -4,9 +4,9 @@ uid and stays PID 1 of the namespace until it ends, exiting with its status (128
 killed it); when it exits, the kernel kills whatever the command left behind.
 
 The view: mounts made private, a size-limited tmpfs for /tmp holding a copy of the repository
-(/tmp/work, owned by the uid) and an empty /tmp/report (a small tmpfs of its own), /sys covered by an empty tmpfs, every folder
-only root may enter on the interpreter's path covered by an empty tmpfs with the interpreter's own
-folder put back, and every mount point read-only except the private /tmp. So nothing the tests write
+(/tmp/work, owned by the uid) and an empty /tmp/report (a small tmpfs of its own), /sys covered by
+an empty tmpfs, every folder only root may enter on the interpreter's path covered by an empty tmpfs
+with the interpreter's own folder put back, and every mount point read-only but the private /tmp. So nothing the tests write
 reaches the host's disk, however many files they make; the one file that comes back is pytest's JUnit
 report, copied by this process (as root, not following links, at most MAX_REPORT_BYTES) into the host
 folder it holds open.
