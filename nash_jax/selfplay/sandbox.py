@@ -102,7 +102,10 @@ class TestRun:
 
 def run_tests(repo_dir, test_files, limits=SandboxLimits()):
     """Run pytest on `test_files` (paths relative to the repository) in a fresh sandboxed copy of
-    `repo_dir`; returns a TestRun. The copy is removed afterwards, whatever the tests did."""
+    `repo_dir`; returns a TestRun. The copy is removed afterwards, whatever the tests did.
+
+    One run at a time per process: runs share the process's sandbox uid, and each ends by killing
+    everything that uid runs (validate artifacts concurrently in separate processes)."""
     repo_dir = Path(repo_dir)
     if not repo_dir.is_dir():
         raise ValueError(f"repository {repo_dir} is not a directory; expected a folder of Python "
