@@ -5,6 +5,7 @@
     runs     run, report, rerank: a recipe run or resumed, and its report
     models   average, import-gguf: model directories written
     plan     whether a config's step fits its devices
+    ssr      ssr-validate: the seven checks on one SSR bug artifact, sandboxed
 """
 
 import argparse
@@ -18,12 +19,12 @@ from nash_jax import __version__
 # output is the run's own (an advisory, not a warning; TRANSFORMERS_NO_ADVISORY_WARNINGS=0 brings it back).
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
-from nash_jax.cli import game, judge, models, plan, runs  # noqa: E402  (after the environment is set)
+from nash_jax.cli import game, judge, models, plan, runs, ssr  # noqa: E402  (after the environment is set)
 from nash_jax.cli.judge import read_judge_requests  # noqa: E402  (tests read it from here)
 
 __all__ = ["build_parser", "main", "read_judge_requests"]
 
-SUBCOMMANDS = (game, judge, runs, models, plan)  # in the order `nash-jax --help` lists them
+SUBCOMMANDS = (game, judge, runs, models, plan, ssr)  # in the order `nash-jax --help` lists them
 
 
 def build_parser():
@@ -41,7 +42,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     _stop_safely_on_signals()
     try:
-        args.handler(args)
+        status = args.handler(args)
     except (ValueError, FileNotFoundError) as err:
         print(f"nash-jax {args.command}: error: {err}", file=sys.stderr)
         return 2
@@ -58,7 +59,7 @@ def main(argv=None):
         resume = (" Rerun the same command to resume." if args.command in ("run", "report") else "")
         print(f"nash-jax {args.command}: interrupted.{said}{resume}", file=sys.stderr)
         return 130
-    return 0
+    return status or 0
 
 
 def _stop_safely_on_signals():
