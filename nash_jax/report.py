@@ -51,13 +51,15 @@ STANDARD_PER_ITERATE = ("iterate", "mean_length_tokens", "mean_length_chars", "k
 
 
 def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge, mesh, iterations,
-                       policy_metrics=None):
+                       policy_metrics=None, response_metrics=None):
     """Sample every iterate on the held-out prompts, judge, and write report.json / report.md.
 
     iterates: [(label, HF directory)], π_0 first; iterations: the recipe's per-iteration summaries
     ({"iteration", "steps", "loss", ...}, see `loss_curve`; SPPO's carry `mean_abs_advantage` and
     `indistinct_share`); policy_metrics(model, prompt_ids) -> {name: value}: exact metrics of a policy
-    where its task has them (the synthetic task's exploitability)."""
+    where its task has them (the synthetic task's exploitability); response_metrics(prompts,
+    responses [B][M]) -> {name: value}: figures of an iterate's held-out samples (a scalar-reward
+    recipe's mean reward), in each per-iterate entry and, π_0 first, as lists at the top level."""
     ids, kept, _ = components.encode_prompts(config, tokenizer, eval_prompts, "evaluation prompts")
     prompts = [eval_prompts[i] for i in kept]
     # π_0, loaded at most once, and only if some iterate's samples still need scoring under it
@@ -86,6 +88,9 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
                               f"{labels[last]} reranked best-of-{n} by eval.rerank_judge "
                               f"({config.eval.rerank_judge.kind})")
     del initial_model  # free π_0 before judging
+    figures = [response_metrics(prompts, s["responses"]) if response_metrics else {} for s in samples]
+    for s, extra in zip(samples, figures):
+        s["exact"] = s["exact"] | extra
     if config.eval.verifier:  # the policies' greedy accuracy on the held-out prompts
         policies = [*iterates, *([(AVERAGE_LABEL, averaged)] if average_row else [])]
         for i, (label, path) in enumerate(policies):
@@ -142,6 +147,7 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
         **({"heldout_accuracy": [e["heldout_accuracy"] for e in per_iterate[:len(iterates)]],
             "heldout_format_rate": [e.get("heldout_format_rate") for e in per_iterate[:len(iterates)]]}
            if config.eval.verifier else {}),
+        **{key: [f[key] for f in figures[:len(iterates)]] for key in figures[0]},
         "per_iteration": iterations,
         "saturation_threshold": config.eval.saturation_threshold,
         "saturated_iterations": [e["iteration"] for e in iterations
