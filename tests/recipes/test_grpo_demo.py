@@ -31,6 +31,9 @@ def test_the_grpo_demo_raises_the_held_out_reward_at_every_snapshot(tmp_path):
     assert f"held-out reward (64 prompts × 4 samples at the sampling settings): pi_0 {rewards[0]:.3f}" \
         in result.stdout
 
+    steps = [m for m in runs.read_metrics(run_dir / "metrics.jsonl") if m["stage"] == "grpo"]
+    # one epoch on fresh samples at temperature 1: the sampler's log-probs are the policy's
+    assert len(steps) == 60 and max(abs(m["ratio_mean"] - 1.0) for m in steps) < 1e-5
     last = runs.read_table(run_dir / "grpo" / "rollouts" / "step_60.parquet")
     np.testing.assert_allclose(last["reward"], synthetic.warm_start_win_rate(last["prompt"],
                                                                              last["response"]), atol=1e-6)
