@@ -141,7 +141,7 @@ def test_a_command_that_does_not_apply_to_the_recipe_is_refused_and_touches_noth
     err = capsys.readouterr().err
     assert f"nash-jax {command[0]} does not apply to a game_selfplay run (its report reads no eval." in err
     # the shipped recipes it applies to (a recipe that another test registered in this process may follow)
-    assert "it applies to runs of ['nash_md', 'sppo'" in err and len(err.strip().splitlines()) == 1, err
+    assert "it applies to runs of ['grpo', 'nash_md', 'sppo'" in err and len(err.strip().splitlines()) == 1, err
     assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
 
 

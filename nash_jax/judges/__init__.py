@@ -17,6 +17,14 @@ def make_judge(judge_config, mesh=None, key="judge"):
     return BUILDERS[judge_config.kind](judge_config, mesh, key)
 
 
+def gives_rewards(judge_config):
+    """Whether the judge a JudgeConfig names scores each response with a scalar reward (a reward model,
+    a python function with returns: rewards): its judge is a RewardJudge, whose `rewards` an online
+    recipe can train on. The other kinds give only preferences."""
+    return judge_config.kind == "reward_model" or (judge_config.kind == "python"
+                                                   and judge_config.returns == "rewards")
+
+
 def check_judge(judge_config, key="judge"):
     """What can be checked of a judge before anything runs (FileNotFoundError or ValueError naming
     `key`, the value and what was expected)."""

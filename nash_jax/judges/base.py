@@ -90,9 +90,9 @@ def judge_in_chunks(judge, prompts, candidates, *, per_call, where, after_call=N
 class RewardModel:
     """A scalar score r(y | x) per response: a verifier, a programmatic check, a reward model.
 
-    Subclasses implement `_rewards`; callers use `rewards` (validated): users' code that wants scalar
-    rewards (no recipe reads them); `RewardJudge` turns one into the PreferenceModel (Bradley-Terry)
-    that recipes judge with.
+    Subclasses implement `_rewards`; callers use `rewards` (validated): users' code and the recipes that
+    train on scalar rewards; `RewardJudge` turns one into the PreferenceModel (Bradley-Terry) that
+    recipes judge with.
     """
 
     def rewards(self, prompts, responses):

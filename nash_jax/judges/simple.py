@@ -31,7 +31,7 @@ class RewardJudge(PreferenceModel):
         self.reward = reward if isinstance(reward, RewardModel) else CallableReward(reward)
 
     def rewards(self, prompts, responses):
-        """[N] the scalar rewards behind the preferences, for users' code (no recipe reads them)."""
+        """[N] the scalar rewards behind the preferences (what a scalar-reward recipe trains on)."""
         return self.reward.rewards(prompts, responses)
 
     def _prob_matrix(self, prompts, candidates):

@@ -49,13 +49,15 @@ AVERAGE_LABEL = "pi_avg"
 
 
 def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge, mesh, iterations,
-                       policy_metrics=None):
+                       policy_metrics=None, response_metrics=None):
     """Sample every iterate on the held-out prompts, judge, and write report.json / report.md.
 
     iterates: [(label, HF directory)], π_0 first; iterations: the recipe's per-iteration summaries
     ({"iteration", "steps", "loss", ...}, see `loss_curve`; SPPO's carry `mean_abs_advantage` and
     `indistinct_share`); policy_metrics(model, prompt_ids) -> {name: value}: exact metrics of a policy
-    where its task has them (the synthetic task's exploitability)."""
+    where its task has them (the synthetic task's exploitability); response_metrics(prompts,
+    responses [B][M]) -> {name: value}: figures of an iterate's held-out samples (a scalar-reward
+    recipe's mean reward), in each per-iterate entry and, π_0 first, as lists at the top level."""
     ids, kept, _ = components.encode_prompts(config, tokenizer, eval_prompts, "evaluation prompts")
     prompts = [eval_prompts[i] for i in kept]
     # π_0, loaded at most once, and only if some iterate's samples still need scoring under it
@@ -68,6 +70,9 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
                                   labels, sample)
     del sample
     del initial_model  # free π_0 before judging
+    figures = [response_metrics(prompts, s["responses"]) if response_metrics else {} for s in samples]
+    for s, extra in zip(samples, figures):
+        s["exact"] = s["exact"] | extra
     if config.eval.verifier:  # the policies' greedy accuracy on the held-out prompts
         policies = [*iterates, *([(AVERAGE_LABEL, averaged)] if averaged is not None else [])]
         add_heldout_accuracy(config, run, policies, samples, prompts, ids, tokenizer, mesh)
@@ -92,6 +97,7 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
         "win_rate_table_second_judge": second, **outcome(config, table, controlled, labels, last),
         "average": average, "best_of_n": best, "per_iterate": per_iterate,
         **heldout_columns(config, per_iterate[:len(iterates)]),
+        **{key: [f[key] for f in figures[:len(iterates)]] for key in figures[0]},
         "per_iteration": iterations, **saturation(config, iterations),
         "eval_prompts": len(prompts), "samples_per_prompt": config.eval.samples_per_prompt,
     }

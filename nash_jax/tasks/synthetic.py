@@ -64,6 +64,16 @@ class SyntheticOracle(PreferenceModel):
         return self.pref[classes[:, :, None], classes[:, None, :]]
 
 
+def warm_start_win_rate(prompts, responses):
+    """A scalar reward for `judge.kind: python` with `returns: rewards` (configs/grpo_demo.yaml): the
+    oracle's probability that the response's style beats a style drawn from the warm start's
+    demonstration mix, r(y) = Σ_j DEMONSTRATION_STYLES_j · P(class(y) ≻ style j). Its mean over a policy's
+    responses is that policy's expected win rate against the demonstrations; witty maximises it."""
+    mix = np.append(DEMONSTRATION_STYLES, 0.0)  # the demonstrations are never off-task
+    win_rates = preference_matrix() @ mix
+    return win_rates[[response_class(text) for text in responses]]
+
+
 def prompt_texts(n, seed=0):
     rng = np.random.default_rng(seed)
     return [f"write a {TONES[t]} reply about {TOPICS[s]}"

@@ -16,7 +16,8 @@ def write(tmp_path, text, recipe="sppo"):
     return path
 
 
-@pytest.mark.parametrize("name", ["demo", "nash_md_demo", "sppo_mistral7b", "sppo_llama3_8b"])
+@pytest.mark.parametrize("name", ["demo", "nash_md_demo", "grpo_demo", "sppo_mistral7b",
+                                  "sppo_llama3_8b"])
 def test_shipped_configs_load(name):
     config = load_config(CONFIGS / f"{name}.yaml")
     assert isinstance(config, RunConfig) and config.name == name

@@ -16,7 +16,7 @@ from tests.recipes.conftest import CONFIGS, small_config
 FIELDS = ["train.micro_batches=2", "train.logprob_chunk=8", "train.max_skipped_fraction=0.25"]
 
 
-OBJECTIVES = {"nash_md": lambda c: "nash_md_pg",
+OBJECTIVES = {"nash_md": lambda c: "nash_md_pg", "grpo": lambda c: "pg_kl",
               "proposer_solver": lambda c: "pg_kl" if c.proposer_solver.kl_coef else "pg",
               "game_selfplay": lambda c: "pg_kl" if c.game_selfplay.kl_coef else "pg"}
 HYPERPARAMETERS = {  # each recipe's step, from its config section
@@ -29,6 +29,9 @@ HYPERPARAMETERS = {  # each recipe's step, from its config section
         "clip_low": c.game_selfplay.clip_low, "clip_high": c.game_selfplay.clip_high,
         "aggregation": c.game_selfplay.aggregation, "max_len": c.sampling.max_new_tokens,
         **({"kl_coef": c.game_selfplay.kl_coef} if c.game_selfplay.kl_coef else {})},
+    "grpo": lambda c: {"clip_low": c.grpo.clip_low, "clip_high": c.grpo.clip_high,
+                       "aggregation": c.grpo.aggregation, "max_len": c.sampling.max_new_tokens,
+                       "kl_coef": c.grpo.kl_coef},
 }
 
 
@@ -41,13 +44,15 @@ def configs(tmp_path):
         "nash_md": small_config(tmp_path, base="nash_md_demo", name="nmd", nash_md={"prompts_per_step": 16}),
         "proposer_solver": test_proposer_solver_recipe.tiny_config(tmp_path),
         "game_selfplay": test_game_selfplay_recipe.tiny_config(tmp_path),
+        "grpo": small_config(tmp_path, base="grpo_demo", name="grpo",
+                             grpo={"prompts_per_step": 8, "samples_per_prompt": 2}),
     }
 
 
 @pytest.mark.parametrize("recipe, extra", [
     ("nash_md", []), ("proposer_solver", []), ("game_selfplay", []),
-    ("game_selfplay", ["game_selfplay.kl_coef=0"])], ids=["nash_md", "proposer_solver", "game_selfplay",
-                                                          "game_selfplay_without_kl"])
+    ("game_selfplay", ["game_selfplay.kl_coef=0"]), ("grpo", [])],
+    ids=["nash_md", "proposer_solver", "game_selfplay", "game_selfplay_without_kl", "grpo"])
 def test_every_online_recipe_honours_the_train_fields(recipe, extra, tmp_path, monkeypatch):
     seen = {}
 
@@ -77,7 +82,8 @@ def test_every_online_recipe_honours_the_train_fields(recipe, extra, tmp_path, m
 
 @pytest.mark.parametrize("name, objective, rows", [
     ("demo", "sppo", 32), ("nash_md_demo", "nash_md_pg", 32), ("kuhn_demo", "pg_kl", 256),
-    ("proposer_solver_demo", "pg_kl", 80), ("proposer_solver_document", "pg", 80)])
+    ("proposer_solver_demo", "pg_kl", 80), ("proposer_solver_document", "pg", 80),
+    ("grpo_demo", "pg_kl", 64)])
 def test_plan_sizes_each_shipped_recipes_own_step(name, objective, rows):
     """`nash-jax plan` on every shipped demo: its recipe's objective and rows per update, built-in
     models included (the Kuhn demo's is the games tokenizer's; 64 games × 3 turns at most = 192, bucketed to 256)."""

@@ -1,0 +1,73 @@
+"""One step and the loop around it: K samples of π_θ for each of a step's prompts, their scalar
+rewards, advantages within each prompt's group, the clipped policy-gradient update (k3 KL towards π_0),
+snapshots; `plan_step`, what `nash-jax plan` sizes."""
+
+import numpy as np
+
+from nash_jax import data, runs
+from nash_jax.setup import components
+from nash_jax.parallel.padding import bucket_size
+from nash_jax.setup.plan import StepShape
+from nash_jax.recipes.grpo.config import STAGE
+from nash_jax.recipes.grpo.credit import group_credit, rollout_columns, step_batch
+from nash_jax.recipes.online import sampling_settings, start
+from nash_jax.runs.keys import stage_key, stage_seed
+from nash_jax.rollout.sampling import generate, pad_id_of
+
+
+def train(config, run, prompts, tokenizer, reward, mesh):
+    """The training stage: grpo.steps updates on batches of `prompts` (texts), snapshots exported as
+    RUN_DIR/iter_k/policy. reward: the run's judge, a RewardJudge (its `rewards`)."""
+    g = config.grpo
+    ids, kept, _ = components.encode_prompts(config, tokenizer, prompts, "training prompts")
+    if len(ids) < g.prompts_per_step:
+        raise ValueError(f"{len(ids)} training prompts make no batch of grpo.prompts_per_step="
+                         f"{g.prompts_per_step}; lower it or add prompts")
+    shape = plan_step(config)
+    online = start(config, run, mesh, initial_dir=components.initial_policy_dir(config, run),
+                   tokenizer_dir=components.tokenizer_source(config, run), objective=shape.objective,
+                   total_steps=g.steps * g.epochs_per_batch, **shape.hyperparameters)
+    reference = online.reference_logprobs()
+    step_fn, pad_id = online.step_fn, pad_id_of(tokenizer)
+    sampling = dict(sampling_settings(config, tokenizer, mesh), max_new_tokens=config.sampling.max_new_tokens)
+    epochs = -(-g.steps * g.prompts_per_step // len(ids))
+    batches = iter(data.batches([(prompts[i], p) for i, p in zip(kept, ids)], g.prompts_per_step,
+                                epochs=epochs, seed=stage_seed(config.seed, 0, "train"), drop_remainder=True))
+    per_snapshot = g.steps // g.snapshots
+
+    def work(step, state, extra, item):
+        texts, prompt_ids = (list(column) for column in zip(*item))
+        samples = generate(online.initial, prompt_ids, num_samples=g.samples_per_prompt,
+                           params=state.params, key=stage_key(config.seed, 0, "generate", step), **sampling)
+        rollouts = rollout_columns(samples, texts, prompt_ids, tokenizer)
+        try:
+            rewards = reward.rewards(rollouts["prompt"], rollouts["response"])
+        except ValueError as err:
+            raise ValueError(f"scoring grpo step {step + 1}: {err}") from None
+        advantages, degenerate = group_credit(rewards, g.samples_per_prompt, g.advantage)
+        batch = step_batch(rollouts, advantages, pad_id, shape.rows)
+        batch["ref_logp"] = reference(step_fn, batch)
+        runs.write_table(run / STAGE / "rollouts" / f"step_{step + 1}.parquet", {
+            **{k: rollouts[k] for k in ("prompt", "response", "length")},
+            "reward": rewards.tolist(), "advantage": batch["advantage"][:len(rewards)].tolist()})
+        placed = step_fn.place_global(batch)
+        for _ in range(g.epochs_per_batch):
+            state, metrics = step_fn.jitted(state, placed)
+        metrics = {**metrics, "reward_mean": float(rewards.mean()), "reward_std": float(rewards.std()),
+                   "degenerate_share": degenerate, "length_mean": float(np.mean(rollouts["length"])),
+                   "finished_share": float(np.mean(rollouts["finished"]))}
+        if (step + 1) % per_snapshot == 0:
+            online.export(state.params, run / f"iter_{(step + 1) // per_snapshot - 1}" / "policy")
+        return state, extra, metrics
+
+    online.loop(STAGE, total=g.steps, work=work, batches=batches)
+
+
+def plan_step(config):
+    """One update: every rollout of a step (prompts_per_step × samples_per_prompt, which the mesh
+    divides), the pg objective with π_0's log-probs (`pg_kl`, its KL logged at kl_coef = 0 too)."""
+    g = config.grpo
+    return StepShape("pg_kl", dict(clip_low=g.clip_low, clip_high=g.clip_high, aggregation=g.aggregation,
+                                   max_len=config.sampling.max_new_tokens, kl_coef=g.kl_coef),
+                     g.prompts_per_step * g.samples_per_prompt,
+                     bucket_size(config.data.max_prompt_tokens + config.sampling.max_new_tokens, minimum=8))
