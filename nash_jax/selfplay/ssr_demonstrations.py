@@ -8,8 +8,8 @@ good solver writes. Both warm-start the policy on the patch format before self-p
 
 A mutant is kept when its bug makes at least one previously passing test fail, no test file fails to
 import, and the weakened suite passes: two pytest runs in a temporary copy, the outcome of each test
-read from pytest's JUnit XML, never from what the code prints. (These runs are plain subprocesses with a
-timeout and a scrubbed environment; the recipe's runs go through the sandbox.)
+read from pytest's JUnit XML, never from what the code prints. Both run in the sandbox
+(selfplay.sandbox), as every run of code that a mutation or a policy wrote does.
 
 An artifact directory holds ARTIFACT_FILES (plus `repair.diff`, the solver's demonstration);
 `artifact_text` is the same artifact in the policy's text form. Build some from the command line:
@@ -19,20 +19,18 @@ An artifact directory holds ARTIFACT_FILES (plus `repair.diff`, the solver's dem
 
 import argparse
 import ast
+import dataclasses
 import json
-import os
-import resource
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
 from nash_jax.runs.files import write_dir_atomically
+from nash_jax.selfplay import sandbox
 from nash_jax.selfplay.mutations import Mutant, mutants, unified_diff
+from nash_jax.selfplay.sandbox import SandboxLimits
+from nash_jax.selfplay.ssr_artifact import Artifact, policy_text
 from nash_jax.tasks import code_repositories
 
 ARTIFACT_FILES = ("bug_inject.diff", "test_weaken.diff", "test_files.txt", "repository")
@@ -40,16 +38,12 @@ ARTIFACT_FILES = ("bug_inject.diff", "test_weaken.diff", "test_files.txt", "repo
 # a loop run forever is stopped at the CPU limit (the wall-clock one is for a run that sleeps) and
 # dropped.
 TEST_TIMEOUT_S = 30
-CPU_LIMIT_S = 4
-MEMORY_LIMIT_BYTES = 2 * 1024**3
+LIMITS = SandboxLimits(wall_s=TEST_TIMEOUT_S, cpu_s=4, memory_bytes=2 * 1024**3)
 
 
 def artifact_text(bug_diff, weaken_diff, test_files):
-    """The policy's text form of an artifact: three tagged sections, each body ending in a newline."""
-    def section(tag, body):
-        return f"<{tag}>\n{body if body.endswith(chr(10)) else body + chr(10)}</{tag}>\n"
-    return (section("bug_inject.diff", bug_diff) + section("test_weaken.diff", weaken_diff)
-            + section("test_files", "\n".join(test_files)))
+    """The policy's text form of an artifact (selfplay.ssr_artifact's three tagged sections)."""
+    return policy_text(Artifact(bug_diff, weaken_diff, tuple(test_files), repository=""))
 
 
 @dataclass(frozen=True)
@@ -83,62 +77,19 @@ class Demonstration:
         write_dir_atomically(directory, write)
 
 
-def _environment(home):
-    """The subprocess's whole environment: nothing of the host's but PATH (plugins off: the corpus's
-    tests need none, and a host plugin could change outcomes)."""
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-
-
 def run_tests(directory, timeout_s=TEST_TIMEOUT_S):
-    """{node id: "passed" | "failed" | "skipped"} of one pytest run in `directory`, and whether every
-    test module was collected (False also for a run that hit a time, CPU or memory limit: a mutant
-    that loops forever is no demonstration)."""
-    directory = Path(directory)
-    with tempfile.TemporaryDirectory(prefix="nash-jax-tests-") as scratch:
-        report = Path(scratch) / "report.xml"
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                   f"--rootdir={directory}", f"--junitxml={report}", "-o", "junit_family=xunit2"]
-        process = subprocess.Popen(command, cwd=directory, env=_environment(scratch),
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   start_new_session=True, preexec_fn=_limit_resources)
-        try:
-            returncode = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)  # its own session: whatever it forked goes too
-            process.wait()
-            return {}, False
-        if returncode not in (0, 1) or not report.is_file():
-            return {}, False
-        return _outcomes(ET.parse(report).getroot(), directory)
-
-
-def _limit_resources():
-    """In the child before pytest starts: a mutant that allocates or loops without end fails, not
-    the host. CPU time, not wall time, stops a loop: it does not depend on how busy the machine is,
-    so which mutants are kept does not either."""
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_LIMIT_S, CPU_LIMIT_S))
-
-
-def _outcomes(root, directory):
-    modules = {f.removesuffix(".py").replace("/", "."): f
-               for f in code_repositories.repository_files(directory) if code_repositories.is_test_file(f)}
-    outcomes, collected = {}, True
-    for case in root.iter("testcase"):
-        classname, name = case.get("classname", ""), case.get("name", "")
-        parts = classname.split(".")
-        module = next((".".join(parts[:k]) for k in range(len(parts), 0, -1)
-                       if ".".join(parts[:k]) in modules), None)
-        if module is None:  # a collection error is reported as a testcase of no test module
-            collected = False
-            continue
-        node = "::".join([modules[module], *parts[len(module.split(".")):], name])
-        kinds = {child.tag for child in case}
-        outcomes[node] = ("failed" if kinds & {"failure", "error"} else
-                          "skipped" if "skipped" in kinds else "passed")
-    return outcomes, collected
+    """{node id: "passed" | "failed" | "skipped"} of one sandboxed pytest run of every test file in
+    `directory` (selfplay.sandbox; an error counts as a failure), and whether every test module was
+    collected within the run's limits: a mutant that loops forever is no demonstration. Its CPU limit,
+    not the wall clock, stops a loop, so which mutants are kept does not depend on how busy the
+    machine is."""
+    files = [f for f in code_repositories.repository_files(directory) if code_repositories.is_test_file(f)]
+    run = sandbox.run_tests(directory, files, LIMITS if timeout_s == TEST_TIMEOUT_S else
+                            dataclasses.replace(LIMITS, wall_s=timeout_s))
+    # a collection error is reported under its file's own id, without "::"
+    collected = run.valid and all("::" in test for test in run.outcomes)
+    return {test: "failed" if outcome == "error" else outcome for test, outcome in run.outcomes.items()}, \
+        collected
 
 
 def weaken(test_text, names):

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from nash_jax.selfplay import mutations, ssr_demonstrations as demos
+from nash_jax.selfplay.ssr_artifact import read_artifact_dir, resolve_repository
+from nash_jax.selfplay.ssr_checks import CHECKS, validate
 from nash_jax.tasks import code_repositories as repos
 
 SOURCE = '''"""A docstring with 1 < 2 in it."""
@@ -124,6 +126,16 @@ def test_demonstrations_are_valid_artifacts(built, tmp_path):
         repaired, _ = demos.run_tests(copy)
         assert set(repaired) == set(outcomes) and set(repaired.values()) == {"passed"}
         assert demo.test_files == (f"test_{name}.py",)
+
+
+def test_demonstrations_pass_the_seven_checks_in_the_sandbox(built, tmp_path):
+    """What warm-starts the injector is what the recipe will accept: each demonstration, read back
+    from its artifact directory, passes every SSR check (ssr_checks, sandboxed)."""
+    for k, demo in enumerate(built):
+        demo.write(tmp_path / str(k))
+        artifact = read_artifact_dir(tmp_path / str(k))
+        validation = validate(artifact, resolve_repository(artifact.repository, tmp_path / str(k)))
+        assert validation.failure is None and len(validation.checks) == len(CHECKS), validation
 
 
 def test_demonstrations_are_drawn_by_the_seed(built):
