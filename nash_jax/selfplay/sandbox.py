@@ -168,7 +168,8 @@ def _command(box, files, limits, uid, *, namespaces):
 
 def _namespace_command(box, tmp_bytes, uid):
     kept, hidden = _interpreter_folders()
-    setup = {"box": str(box), "tmp_bytes": tmp_bytes, "uid": uid, "kept": kept, "hidden": hidden}
+    setup = {"box": str(box), "tmp_bytes": tmp_bytes, "uid": uid, "kept": kept, "hidden": hidden,
+             "kept_in_tmp": _interpreter_folders_in_tmp()}
     return [*_UNSHARE, sys.executable, "-I", "-S", _INIT, json.dumps(setup)]
 
 
@@ -188,6 +189,15 @@ def _interpreter_folders():
                 kept.add(str(folder / path.relative_to(folder).parts[0]))
                 break
     return sorted(kept), sorted(hidden)
+
+
+@functools.cache
+def _interpreter_folders_in_tmp():
+    """The interpreter's folders that lie below /tmp (a virtual environment made there), which the
+    private /tmp would cover: sandbox_init binds each back, read-only, at its place."""
+    needed = {Path(os.path.realpath(sys.prefix)), Path(os.path.realpath(sys.base_prefix)),
+              Path(os.path.realpath(sys.executable)).parent}
+    return sorted(str(p) for p in needed if Path("/tmp") in p.parents)
 
 
 def _environment(inside):

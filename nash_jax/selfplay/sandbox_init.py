@@ -71,6 +71,11 @@ def make_view(setup):
         for folder, names, files in os.walk(private):
             for name in [folder, *(os.path.join(folder, entry) for entry in names + files)]:
                 os.chown(name, uid, uid, follow_symlinks=False)
+    for folder in setup.get("kept_in_tmp", ()):  # a virtual environment below /tmp, read-only
+        target = private + folder[len("/tmp"):]
+        os.makedirs(target, exist_ok=True)
+        mount(folder, target, flags=MS_BIND | MS_REC)
+        mount(None, target, flags=MS_REMOUNT | MS_BIND | MS_RDONLY)
     staged = []
     for number, kept in enumerate(setup["kept"]):
         stage = f"{private}/keep{number}"
