@@ -98,15 +98,18 @@ def read_artifact_dir(path):
                     test_files=_test_list(texts["test_files.txt"]), repository=repository)
 
 
-def write_artifact_dir(path, artifact, checks=None):
-    """Save `artifact` (and its check results, a JSON-able list) as a directory, whole or not at all."""
+def write_artifact_dir(path, artifact, checks=None, extra=None):
+    """Save `artifact` (and its check results, a JSON-able list, and `extra` files {name: text}) as a
+    directory, whole or not at all."""
+    texts = {"bug_inject.diff": artifact.bug_diff, "test_weaken.diff": artifact.weaken_diff,
+             "test_files.txt": "".join(f"{name}\n" for name in artifact.test_files),
+             "repository": artifact.repository + "\n",
+             **({"checks.json": json.dumps(checks, indent=1) + "\n"} if checks is not None else {}),
+             **(extra or {})}
+
     def write(folder):
-        (folder / "bug_inject.diff").write_text(artifact.bug_diff)
-        (folder / "test_weaken.diff").write_text(artifact.weaken_diff)
-        (folder / "test_files.txt").write_text("".join(f"{name}\n" for name in artifact.test_files))
-        (folder / "repository").write_text(artifact.repository + "\n")
-        if checks is not None:
-            (folder / "checks.json").write_text(json.dumps(checks, indent=1) + "\n")
+        for name, text in texts.items():
+            (Path(folder) / name).write_text(text, encoding="utf-8")
 
     write_dir_atomically(path, write)
 

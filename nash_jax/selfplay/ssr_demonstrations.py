@@ -12,7 +12,7 @@ read from pytest's JUnit XML, never from what the code prints. Both run in the s
 (selfplay.sandbox), as every run of code that a mutation or a policy wrote does.
 
 An artifact directory holds ARTIFACT_FILES (plus `repair.diff`, the solver's demonstration);
-`artifact_text` is the same artifact in the policy's text form. Build some from the command line:
+`Demonstration.text` is the same artifact in the policy's text form. Build some from the command line:
 
     python -m nash_jax.selfplay.ssr_demonstrations OUT_DIR --n 8 --seed 0 [--split train] [--count]
 """
@@ -26,24 +26,18 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from nash_jax.runs.files import write_dir_atomically
 from nash_jax.selfplay import sandbox
 from nash_jax.selfplay.mutations import Mutant, mutants, unified_diff
 from nash_jax.selfplay.sandbox import SandboxLimits
-from nash_jax.selfplay.ssr_artifact import Artifact, policy_text
+from nash_jax.selfplay.ssr_artifact import FILES, Artifact, policy_text, write_artifact_dir
 from nash_jax.tasks import code_repositories
 
-ARTIFACT_FILES = ("bug_inject.diff", "test_weaken.diff", "test_files.txt", "repository")
+ARTIFACT_FILES = FILES
 # The corpus's suites take about half a CPU second (pytest's start-up included); a mutant that makes
 # a loop run forever is stopped at the CPU limit (the wall-clock one is for a run that sleeps) and
 # dropped.
 TEST_TIMEOUT_S = 30
 LIMITS = SandboxLimits(wall_s=TEST_TIMEOUT_S, cpu_s=4, memory_bytes=2 * 1024**3)
-
-
-def artifact_text(bug_diff, weaken_diff, test_files):
-    """The policy's text form of an artifact (selfplay.ssr_artifact's three tagged sections)."""
-    return policy_text(Artifact(bug_diff, weaken_diff, tuple(test_files), repository=""))
 
 
 @dataclass(frozen=True)
@@ -62,19 +56,17 @@ class Demonstration:
     def repair_diff(self):
         return self.mutant.repair_diff
 
+    @property
+    def artifact(self):
+        return Artifact(self.bug_diff, self.weaken_diff, self.test_files, self.repository)
+
     def text(self):
-        return artifact_text(self.bug_diff, self.weaken_diff, self.test_files)
+        """The artifact in the policy's text form (ssr_artifact.policy_text)."""
+        return policy_text(self.artifact)
 
     def write(self, directory):
         """The artifact directory (written whole or not at all), with `repair.diff` beside it."""
-        texts = {"bug_inject.diff": self.bug_diff, "test_weaken.diff": self.weaken_diff,
-                 "test_files.txt": "".join(f + "\n" for f in self.test_files),
-                 "repository": self.repository + "\n", "repair.diff": self.repair_diff}
-
-        def write(tmp):
-            for name, text in texts.items():
-                (Path(tmp) / name).write_text(text, encoding="utf-8")
-        write_dir_atomically(directory, write)
+        write_artifact_dir(directory, self.artifact, extra={"repair.diff": self.repair_diff})
 
 
 def run_tests(directory, timeout_s=TEST_TIMEOUT_S):
@@ -84,8 +76,7 @@ def run_tests(directory, timeout_s=TEST_TIMEOUT_S):
     not the wall clock, stops a loop, so which mutants are kept does not depend on how busy the
     machine is."""
     files = [f for f in code_repositories.repository_files(directory) if code_repositories.is_test_file(f)]
-    run = sandbox.run_tests(directory, files, LIMITS if timeout_s == TEST_TIMEOUT_S else
-                            dataclasses.replace(LIMITS, wall_s=timeout_s))
+    run = sandbox.run_tests(directory, files, dataclasses.replace(LIMITS, wall_s=timeout_s))
     # a collection error is reported under its file's own id, without "::"
     collected = run.valid and all("::" in test for test in run.outcomes)
     return {test: "failed" if outcome == "error" else outcome for test, outcome in run.outcomes.items()}, \

@@ -11,7 +11,8 @@ lists the names it can warm-start (`Recipe.builtin_models`).
 from dataclasses import dataclass
 from pathlib import Path
 
-_PACKAGE = Path(__file__).parent.parent  # the tokenizers ship as package data beside their tasks
+from nash_jax.selfplay import games, vocabulary
+from nash_jax.tasks import synthetic
 
 
 @dataclass(frozen=True)
@@ -22,12 +23,10 @@ class BuiltinModel:
 
 
 MODELS = {m.name: m for m in (
-    BuiltinModel("builtin:synthetic", _PACKAGE / "tasks" / "synthetic_tokenizer",
-                 "the synthetic task's demonstrations"),
-    BuiltinModel("builtin:proposer_solver", _PACKAGE / "selfplay" / "proposer_solver_tokenizer",
+    BuiltinModel("builtin:synthetic", synthetic.TOKENIZER_DIR, "the synthetic task's demonstrations"),
+    BuiltinModel("builtin:proposer_solver", vocabulary.TOKENIZER_DIR,
                  "demonstrations of both proposer–solver roles"),
-    BuiltinModel("builtin:game", _PACKAGE / "selfplay" / "games_tokenizer",
-                 "near-uniform legal moves of the configured games"),
+    BuiltinModel("builtin:game", games.TOKENIZER_DIR, "near-uniform legal moves of the configured games"),
 )}
 
 

@@ -37,7 +37,6 @@ from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player
 from nash_jax.recipes.game_selfplay.report import build_report, summary, write_report
 from nash_jax.recipes.game_selfplay.training import plan_step, play_metrics, train
 from nash_jax.selfplay import game_eval
-from nash_jax.selfplay import games as games_lib
 
 # the names other modules, tools and tests use
 __all__ = ["BUILTIN_GAME", "EVAL_STAGE", "STAGE", "GameSelfPlayConfig", "build_report", "check",

@@ -49,7 +49,7 @@ from nash_jax.recipes.proposer_solver.report import summary_lines, write_report
 from nash_jax.recipes.proposer_solver.rounds import HELDOUT, Round, play
 from nash_jax.recipes.proposer_solver.task import TaskData, heldout_texts, task_data
 from nash_jax.recipes.proposer_solver.training import plan_step, train
-from nash_jax.selfplay import answer_sources, vocabulary
+from nash_jax.selfplay import answer_sources
 
 # the names other modules, tools and tests use
 __all__ = ["ANCHOR_STAGE", "EMBED_DIM", "HELDOUT", "STAGE", "AnchorConfig", "Game", "ProposerSolverConfig",
