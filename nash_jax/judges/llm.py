@@ -12,12 +12,13 @@ of pairs whose two orders disagree (ℓ(y_i, y_j) and ℓ(y_j, y_i) of the same 
 the same slot both times) is recorded per prompt as `position_inconsistency`.
 
 One prefill per prompt: the K(K − 1) texts of a prompt are tokenised whole and their longest common
-token prefix (the template's head and the prompt, up to the first response) is computed once; its KV
-cache is fanned out to the ordered pairs (sampling.fan_out, as the sampler fans out a prompt to its
-samples), each continued with the rest of its text, and only the two label logits at its last token
-are read. Tokenising whole texts keeps every row exactly the text's own tokenisation (a token merged
-across the head/response boundary simply shortens the shared prefix). Widths and batch sizes are
-bucketed, so the same programs serve every call with the same K.
+token prefix (the template's head and the prompt, up to the first response) is computed once; each
+ordered pair continues it with the rest of its text, attending to the head's keys in place
+(models.attention.prefix_attention: one matmul per prompt against its head, no copy of its cache per
+pair), and only the two label logits at its last token are read. Tokenising whole texts keeps every
+row exactly the text's own tokenisation (a token merged across the head/response boundary simply
+shortens the shared prefix). Widths and batch sizes are bucketed, so the same programs serve every
+call with the same K.
 """
 
 import logging
@@ -33,7 +34,6 @@ from nash_jax.judges.on_mesh import MIN_WIDTH, OnMesh
 from nash_jax.models.llama import KVCache, positions_from_segments
 from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.parallel.padding import bucket_size, right_pad
-from nash_jax.rollout.sampling import fan_out
 
 log = logging.getLogger(__name__)
 
@@ -88,16 +88,16 @@ def label_margins(model, hidden, last, labels):
 
 def shared_prefill_margins(model, heads, head_segments, rests, rest_segments, last, labels):
     """ℓ for rows [N, R] continuing prompt heads [B, H] (left-padded; N = B · pairs per prompt,
-    prompt-major; rests right-padded): each head prefilled once, its cache fanned out to its rows."""
+    prompt-major; rests right-padded): each head prefilled once, and its rows attend to its keys in
+    place (no copy of the head's cache per pair)."""
     batch, width = heads.shape
     rows, rest_width = rests.shape
-    cache = KVCache.create(model.config, batch, width + rest_width)
-    _, cache = model.hidden_states(heads, positions_from_segments(head_segments), head_segments, cache)
+    _, prefix = model.hidden_states(heads, positions_from_segments(head_segments), head_segments,
+                                    KVCache.create(model.config, batch, width))
     per_prompt = rows // batch
-    cache = fan_out(cache, per_prompt)
     head_lengths = jnp.repeat(jnp.sum(head_segments, axis=-1), per_prompt)
     positions = head_lengths[:, None] + jnp.arange(rest_width)[None, :]
-    hidden, _ = model.hidden_states(rests, positions, rest_segments, cache)
+    hidden, _ = model.hidden_states(rests, positions, rest_segments, prefix=prefix)
     return label_margins(model, hidden, last, labels)
 
 

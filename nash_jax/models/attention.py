@@ -119,12 +119,53 @@ def attend(q, k, v, mask, scale=None, softcap=None):
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     q = (q * scale).reshape(b, t, kv, g, d).transpose(0, 2, 3, 1, 4)
     q = q.reshape(b, kv, g * t, d)
-    scores = jnp.einsum("bkqd,bksd->bkqs", q, k).astype(jnp.float32).reshape(b, kv, g, t, s)
-    if softcap is not None:
-        scores = softcap * jnp.tanh(scores / softcap)
-    probs = jax.nn.softmax(jnp.where(mask[:, None, None], scores, _MASKED), axis=-1).astype(v.dtype)
+    scores = jnp.einsum("bkqd,bksd->bkqs", q, k).reshape(b, kv, g, t, s)
+    probs = _probabilities(scores, mask[:, None, None], softcap).astype(v.dtype)
     out = jnp.einsum("bkqs,bksd->bkqd", probs.reshape(b, kv, g * t, s), v)
     return out.reshape(b, kv, g, t, d).transpose(0, 3, 1, 2, 4).reshape(b, t, h, d)
+
+
+def _probabilities(scores, mask, softcap):
+    """softmax over the last axis of fp32 scores, soft-capped first, masked keys at _MASKED."""
+    scores = scores.astype(jnp.float32)
+    if softcap is not None:
+        scores = softcap * jnp.tanh(scores / softcap)
+    return jax.nn.softmax(jnp.where(mask, scores, _MASKED), axis=-1)
+
+
+def prefix_attention(q, k, v, prefix_k, prefix_v, *, q_segment_ids, prefix_segment_ids, window=None,
+                     scale=None, softcap=None):
+    """Rows that continue a shared prefix, attending to it without a copy of it per row → [N, T, H, D].
+
+    N = B·R rows, prompt-major: rows b·R … b·R + R − 1 continue prefix b. q [N, T, H, D] and the rows'
+    own k, v [N, KV, T, D]; prefix_k, prefix_v [B, KV, P, D] with prefix_segment_ids [B, P], filled to
+    the end (left-padded), so that each row's token 0 sits at slot P. A query attends to the real prefix
+    keys of its segment and to its own earlier tokens of its segment (within the window): the mask of
+    `attention` over each row's own copy of the prefix, and the same numbers (the reference path). The
+    prefix scores of a prompt's R rows are one matmul against its keys.
+    """
+    n, t, h, d = q.shape
+    b, kv, p = prefix_k.shape[:3]
+    r, g = n // b, h // kv
+    scale = d ** -0.5 if scale is None else scale
+    q = (q * scale).reshape(b, r, t, kv, g, d).transpose(0, 3, 1, 4, 2, 5)  # [B, KV, R, G, T, D]
+    k = k.reshape(b, r, kv, t, d).transpose(0, 2, 1, 3, 4).astype(q.dtype)  # [B, KV, R, T, D]
+    v = v.reshape(b, r, kv, t, d).transpose(0, 2, 1, 3, 4).astype(q.dtype)
+    prefix_k, prefix_v = prefix_k.astype(q.dtype), prefix_v.astype(q.dtype)
+    scores = jnp.concatenate([jnp.einsum("bkrgtd,bkpd->bkrgtp", q, prefix_k),
+                              jnp.einsum("bkrgtd,bkrsd->bkrgts", q, k)], axis=-1)
+    slots = jnp.arange(t)
+    prefix_segments = jnp.repeat(prefix_segment_ids, r, axis=0)[:, None, :]  # [N, 1, P]
+    to_prefix = (prefix_segments == q_segment_ids[:, :, None]) & (prefix_segments > 0)
+    if window is not None:
+        to_prefix &= (p + slots)[:, None] - jnp.arange(p)[None, :] < window
+    to_own = attention_mask(q_segment_ids, q_segment_ids, slots, slots, window)
+    mask = jnp.concatenate([to_prefix, to_own], axis=-1).reshape(b, 1, r, 1, t, p + t)
+    probs = _probabilities(scores, mask, softcap).astype(v.dtype)
+    out = (jnp.einsum("bkrgtp,bkpd->bkrgtd", probs[..., :p], prefix_v)
+           + jnp.einsum("bkrgts,bkrsd->bkrgtd", probs[..., p:], v))
+    out = out.transpose(0, 2, 4, 1, 3, 5).reshape(n, t, h, d)
+    return jnp.where((q_segment_ids > 0)[:, :, None, None], out, 0).astype(q.dtype)
 
 
 def _splash(q, k, v, segment_ids, window, scale, softcap):

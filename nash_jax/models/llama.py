@@ -35,7 +35,7 @@ import numpy as np
 from flax import nnx
 
 from nash_jax.core.losses import logits_from_hidden
-from nash_jax.models.attention import attention, check_implementation
+from nash_jax.models.attention import attention, check_implementation, prefix_attention
 from nash_jax.models.layers import (ACTIVATIONS, MLP, RMSNorm, apply_rope, rope_inverse_frequencies,
                                     rope_tables, stacked_param)
 from nash_jax.models.params import param
@@ -165,11 +165,12 @@ class Attention(nnx.Module):
             y = y + getattr(self, f"{name}_bias")[...].astype(dtype)
         return y
 
-    def __call__(self, x, context, window, cache=None):
+    def __call__(self, x, context, window, cache=None, prefix=None):
         """context: what every layer shares (rope tables per window, segment ids, slots); window: an
         index into config.window_groups()[0] (int, or traced under scan); cache: None, or (keys, values
         [L, B, KV, S, D], layer, end): the new keys and values are written at (layer, end), attention
-        reads the whole layer, and the updated cache is returned."""
+        reads the whole layer, and the updated cache is returned. prefix: None, or this layer's (keys,
+        values) [B, KV, P, D] of a shared prefix that the rows continue (`Llama.hidden_states`)."""
         c = self.config
         q, k, v = (self._project(x, name) for name in ("q", "k", "v"))
         if c.qk_norm:
@@ -186,13 +187,8 @@ class Attention(nnx.Module):
             all_values = jax.lax.dynamic_update_slice(all_values, v[None].astype(all_values.dtype), at)
             keys, values = all_keys[layer], all_values[layer]
             cache = (all_keys, all_values, layer, end)
-        masking = {name: context[name] for name in ("q_segment_ids", "kv_segment_ids", "q_slots",
-                                                    "kv_slots")}
-        windows = c.window_groups()[0]
-        branches = [lambda q, k, v, w=w: attention(q, k, v, window=w, implementation=c.attention,
-                                                    scale=c.attention_scale,
-                                                    softcap=c.attn_logit_softcap, **masking)
-                    for w in windows]
+        kernel = self._kernel(context, prefix)
+        branches = [lambda q, k, v, w=w: kernel(q, k, v, w) for w in c.window_groups()[0]]
         if len(branches) == 1 or isinstance(window, (int, np.integer)):
             out = branches[int(window) if len(branches) > 1 else 0](q, keys, values)
         else:  # layers with different windows in one scan: run the program of this layer's window
@@ -201,6 +197,20 @@ class Attention(nnx.Module):
         if c.o_bias:
             y = y + self.o_bias[...].astype(x.dtype)
         return y, cache
+
+    def _kernel(self, context, prefix):
+        """(q, k, v, window) -> attention output: over the keys in hand (self-attention or the cache's
+        layer), or over a shared prefix and the rows' own keys."""
+        c = self.config
+        scores = dict(scale=c.attention_scale, softcap=c.attn_logit_softcap)
+        if prefix is not None:
+            return lambda q, k, v, w: prefix_attention(
+                q, k, v, *prefix, q_segment_ids=context["q_segment_ids"],
+                prefix_segment_ids=context["prefix_segment_ids"], window=w, **scores)
+        masking = {name: context[name] for name in ("q_segment_ids", "kv_segment_ids", "q_slots",
+                                                    "kv_slots")}
+        return lambda q, k, v, w: attention(q, k, v, window=w, implementation=c.attention, **masking,
+                                            **scores)
 
 
 class DecoderLayer(nnx.Module):
@@ -219,8 +229,8 @@ class DecoderLayer(nnx.Module):
         if self.sandwich:  # Gemma: the attention's and the MLP's outputs are normed too
             self.attn_out_norm, self.mlp_out_norm = norm(), norm()
 
-    def __call__(self, x, context, window, cache=None):
-        attn_out, cache = self.attn(self.input_norm(x), context, window, cache)
+    def __call__(self, x, context, window, cache=None, prefix=None):
+        attn_out, cache = self.attn(self.input_norm(x), context, window, cache, prefix)
         if self.sandwich:
             attn_out = self.attn_out_norm(attn_out)
         x = x + attn_out
@@ -270,8 +280,12 @@ class Llama(nnx.Module):
             x = x * jnp.asarray(np.float32(math.sqrt(self.config.hidden_size)), dtype)
         return x
 
-    def hidden_states(self, tokens, positions=None, segment_ids=None, cache=None):
-        """(final-normed hidden states [B, T, E] in the compute dtype, the updated cache or None)."""
+    def hidden_states(self, tokens, positions=None, segment_ids=None, cache=None, prefix=None):
+        """(final-normed hidden states [B, T, E] in the compute dtype, the updated cache or None).
+
+        prefix: a KVCache of B' prompts filled to its length (left-padded), which the B = B'·R rows
+        continue, prompt-major (rows b·R … b·R + R − 1 after prompt b; positions from the caller):
+        each row attends to its prompt's keys in place, not to a copy (the LLM judge's pairs)."""
         c = self.config
         dtype = jnp.dtype(c.dtype)
         if segment_ids is None:
@@ -285,6 +299,12 @@ class Llama(nnx.Module):
                    "kv_slots": None}
         x = self.embed_tokens(tokens)
         t = tokens.shape[1]
+        if prefix is not None:
+            if cache is not None:
+                raise ValueError("hidden_states takes a cache or a prefix, not both")
+            context["prefix_segment_ids"] = prefix.segment_ids
+            x, _ = self._run_layers(x, context, None, prefix=(prefix.keys, prefix.values))
+            return self.final_norm(x), None
         if cache is None:
             x, _ = self._run_layers(x, context, None)
             return self.final_norm(x), None
@@ -297,10 +317,11 @@ class Llama(nnx.Module):
         return self.final_norm(x), KVCache(keys=keys, values=values, segment_ids=key_segments,
                                            end=cache.end + t)
 
-    def _run_layers(self, x, context, cache):
+    def _run_layers(self, x, context, cache, prefix=None):
         """Every layer over x: scanned over the stacked parameters (or a Python loop), each layer
         rematerialised by the config's policy when there is no cache (remat only pays off under a
-        backward pass; decoding runs layers plainly)."""
+        backward pass; decoding runs layers plainly). prefix: None or (keys, values) [L, ...], each
+        layer reading its own slice."""
         c = self.config
         if c.num_layers == 0:  # (a scan would still trace one layer of an empty stack)
             return x, None if cache is None else cache[:2]
@@ -309,21 +330,22 @@ class Llama(nnx.Module):
 
         def layer(carry, xs):
             x, kv = carry
-            layer_state, index, window = xs
+            layer_state, index, window, layer_prefix = xs
             layer_cache = None if kv is None else (kv[0], kv[1], index, kv[2])
-            x, layer_cache = nnx.merge(graphdef, layer_state)(x, context, window, layer_cache)
+            x, layer_cache = nnx.merge(graphdef, layer_state)(x, context, window, layer_cache,
+                                                               layer_prefix)
             return (x, None if kv is None else (*layer_cache[:2], kv[2])), None
 
-        if cache is None:  # remat pays off only under a backward pass, not when decoding
+        if cache is None and prefix is None:  # remat pays off only under a backward pass
             layer = rematerialised(layer, c.remat, prevent_cse=not c.scan_layers)
         if c.scan_layers:
-            xs = (state, jnp.arange(c.num_layers), jnp.asarray(windows))
+            xs = (state, jnp.arange(c.num_layers), jnp.asarray(windows), prefix)
             (x, kv), _ = jax.lax.scan(layer, (x, cache), xs)
         else:
             kv = cache
             for i in range(c.num_layers):
-                layer_state = jax.tree.map(lambda a, i=i: a[i], state)
-                (x, kv), _ = layer((x, kv), (layer_state, i, int(windows[i])))
+                per_layer = jax.tree.map(lambda a, i=i: a[i], (state, prefix))
+                (x, kv), _ = layer((x, kv), (per_layer[0], i, int(windows[i]), per_layer[1]))
         return x, None if kv is None else kv[:2]
 
 

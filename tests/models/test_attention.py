@@ -1,12 +1,12 @@
 """The attention boundary: the fused path (jax.nn.dot_product_attention, XLA on CPU) equals the dense
-reference on the same masks: padding, packed segments, sliding windows, GQA, decode over a cache."""
+reference on the same masks: padding, packed segments, sliding windows, GQA, decode over a cache, a shared prefix read in place."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nash_jax.models.attention import attention, attention_mask
+from nash_jax.models.attention import attention, attention_mask, prefix_attention
 
 B, T, H, KV, D = 3, 12, 4, 2, 8
 
@@ -91,3 +91,35 @@ def test_auto_is_the_reference_on_cpu_and_splash_is_refused_off_tpu():
         attention(q, k, v, q_segment_ids=seg, implementation="splash")
     with pytest.raises(ValueError, match="attention implementation 'flash' is not one of"):
         attention(q, k, v, q_segment_ids=seg, implementation="flash")
+
+
+@pytest.mark.parametrize("window, softcap", [(None, None), (5, 1.5)])
+def test_prefix_attention_equals_attention_over_each_rows_copy_of_the_prefix(window, softcap):
+    """Two prompts (left-padded prefixes of 6 slots), three right-padded rows each: the prefix read in
+    place gives what attention over each row's own cache [prefix ‖ row] gives."""
+    rng = np.random.default_rng(3)
+    prompts, rows, p, t = 2, 3, 6, 5
+    n = prompts * rows
+
+    def normal(*shape):
+        return jnp.asarray(rng.normal(size=shape).astype(np.float32))
+
+    q, k, v = normal(n, t, H, D), normal(n, KV, t, D), normal(n, KV, t, D)
+    prefix_k, prefix_v = normal(prompts, KV, p, D), normal(prompts, KV, p, D)
+    prefix_seg = np.ones((prompts, p), np.int32)
+    prefix_seg[1, :2] = 0  # prompt 1's head is 2 tokens shorter
+    row_seg = np.ones((n, t), np.int32)
+    row_seg[1, 3:], row_seg[4, 1:] = 0, 0
+    prefix_seg, row_seg = jnp.asarray(prefix_seg), jnp.asarray(row_seg)
+    got = prefix_attention(q, k, v, prefix_k, prefix_v, q_segment_ids=row_seg,
+                           prefix_segment_ids=prefix_seg, window=window, softcap=softcap)
+
+    def copied(prefix, own, axis):
+        return jnp.concatenate([jnp.repeat(prefix, rows, axis=0), own], axis)
+
+    want = attention(q, copied(prefix_k, k, 2), copied(prefix_v, v, 2), q_segment_ids=row_seg,
+                     kv_segment_ids=copied(prefix_seg, row_seg, 1), q_slots=p + jnp.arange(t),
+                     kv_slots=jnp.arange(p + t), window=window, implementation="reference",
+                     softcap=softcap)
+    assert max_real_diff(got, want, row_seg) <= 1e-6
+    assert float(jnp.abs(jnp.where((row_seg == 0)[:, :, None, None], got, 0)).max()) == 0.0

@@ -124,6 +124,34 @@ def test_left_padded_batch_matches_unpadded_transformers_runs(variant, gemma_dir
     assert np.all(np.isfinite(np.asarray(logits))), "padding rows must stay finite"
 
 
+@pytest.mark.parametrize("variant", ["gemma2", "gemma3"])
+def test_rows_continuing_a_shared_prefix_match_transformers_on_the_whole_texts(variant, gemma_dir):
+    """Two prompts (left-padded heads of 6 and 4 tokens, longer than the windows of 3), two rows each:
+    the rows read their head's keys in place (hidden_states(prefix=...), the LLM judge's pairs) and
+    their logits equal transformers' on each whole text."""
+    from nash_jax.models.llama import KVCache, positions_from_segments
+
+    path, torch_model = gemma_dir(variant)
+    model = load_pretrained(path)
+    rng = np.random.default_rng(2)
+    heads = [rng.integers(1, VOCAB, n) for n in (6, 4)]
+    rests = [rng.integers(1, VOCAB, n) for n in (5, 3, 4, 5)]
+    head_tokens, head_segments = (jnp.asarray(a) for a in padded_batch(heads, "left"))
+    rest_tokens, rest_segments = padded_batch(rests, "right")
+    _, prefix = model.hidden_states(head_tokens, positions_from_segments(head_segments), head_segments,
+                                    KVCache.create(model.config, 2, head_tokens.shape[1]))
+    positions = jnp.asarray([[len(heads[i // 2])] for i in range(4)]) + jnp.arange(5)[None]
+    hidden, _ = model.hidden_states(jnp.asarray(rest_tokens), positions, jnp.asarray(rest_segments),
+                                    prefix=prefix)
+    logits = np.asarray(model.logits(hidden))
+    worst = max(max_diff(logits[row][rest_segments[row] == 1],
+                         torch_logits(torch_model, np.concatenate([heads[row // 2], rest])[None])[0,
+                                                                                          -len(rest):])
+                for row, rest in enumerate(rests))
+    print(f"{variant} rows after a shared prefix: max |Δ| {worst:.2e} against whole texts")
+    assert worst <= TOL, worst
+
+
 @pytest.mark.parametrize("variant", ["gemma2_untied", "gemma3"])
 def test_export_reloads_in_transformers_with_the_same_logits(variant, gemma_dir, tmp_path):
     path, torch_model = gemma_dir(variant)
