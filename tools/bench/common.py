@@ -38,6 +38,23 @@ def timings(fn, *, repeats=5):
     return first, times
 
 
+def interleaved_timings(fns, *, repeats=3):
+    """{name: (first call's seconds, [seconds of each further call])} for a dict of callables timed
+    in rounds, one call of each per round: on a shared machine a burst of load then falls on every
+    side alike instead of on whichever ran during it."""
+    result = {}
+    for name, fn in fns.items():
+        start = CLOCK()
+        fn()
+        result[name] = (CLOCK() - start, [])
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = CLOCK()
+            fn()
+            result[name][1].append(CLOCK() - start)
+    return result
+
+
 def emit(**fields):
     if CLOCK_NAME != "wall":
         fields["clock"] = CLOCK_NAME

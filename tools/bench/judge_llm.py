@@ -1,10 +1,11 @@
 """The LLM judge's cases of tools/bench/judge.py: K = 4 and K = 8 on long prompts (≥ 4× the
 responses), one prompt (its K(K − 1) ordered pairs) per device call.
 
-For each K it times, on the same token rows in the same run (compilation excluded, reported as
-compile_s): the judge with one shared prefill per prompt, the same judge recomputing every pair from
-scratch, and transformers computing the same label logits from scratch (the last token's hidden state
-through the LM head's two label rows; batches of the same rows, right-padded with an attention mask).
+For each K it times, on the same token rows in the same run, in interleaved rounds (best of three;
+compilation excluded, reported as compile_s): the judge with one shared prefill per prompt, the same
+judge recomputing every pair from scratch, and transformers computing the same label logits from
+scratch (the last token's hidden state through the LM head's two label rows; batches of the same
+rows, right-padded with an attention mask).
 `ratio` is the shared-prefill judge's pairs/s over transformers'; `shared_over_scratch` over its own
 from-scratch path's. The model is --llm-model (an HF directory), or a random Llama of SmolLM2-135M's
 widths with fewer layers over the synthetic task's word tokenizer.
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 import transformers
 
-from common import emit, timings
+from common import emit, interleaved_timings
 from nash_jax.judges.llm import LLMJudge
 from nash_jax.tasks import synthetic
 
@@ -73,15 +74,18 @@ def bench_case(path, labels, k, prompts, dtype):
     prompt_tokens = np.mean([len(tokens(t, add_special_tokens=False)["input_ids"]) for t in texts])
     response_tokens = np.mean([len(tokens(c, add_special_tokens=False)["input_ids"])
                                for cs in candidates for c in cs])
-    shared_compile, shared_times = timings(lambda: judge.margins(rows), repeats=2)
-    shared = judge.margins(rows)
-    judge.shared_prefill = False
-    scratch_compile, scratch_times = timings(lambda: judge.margins(rows), repeats=2)
-    scratch = judge.margins(rows)
     model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     flat = [row for prompt_rows in rows for row in prompt_rows]
+
+    def margins(shared_prefill):
+        judge.shared_prefill = shared_prefill
+        return judge.margins(rows)
+
+    timed = interleaved_timings({"shared": lambda: margins(True), "scratch": lambda: margins(False),
+                                 "peer": lambda: torch_margins(model, flat, judge.labels, pairs)})
+    shared, scratch = margins(True), margins(False)
     peer = torch_margins(model, flat, judge.labels, pairs).reshape(shared.shape)
-    _, peer_times = timings(lambda: torch_margins(model, flat, judge.labels, pairs), repeats=1)
+    (shared_compile, shared_times), (scratch_compile, scratch_times), (_, peer_times) = timed.values()
     n = len(flat)
     shared_s, scratch_s, peer_s = min(shared_times), min(scratch_times), min(peer_times)
     emit(case=f"llm_judge_k{k}", model=str(path), dtype=dtype, prompts=prompts, candidates=k, pairs=n,
