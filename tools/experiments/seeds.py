@@ -12,8 +12,8 @@ and an interrupted one resumes from its last checkpoint, as `nash-jax run` resum
 The anchors of a run are what its report.json tracks over evaluation steps: the proposer-solver
 recipe's `anchors`, game self-play's `exploitability`, and otherwise the numeric fields of
 `per_iterate` (step = iterate). OUT/seeds.json holds, for each variant, device count and anchor, every
-seed's values at every step with their mean and spread (sample standard deviation); with two variants,
-the seed-paired difference (second − first). OUT/seeds.md is the same as tables of the first and last
+seed's values at every step with their mean and spread (sample standard deviation), and the
+seed-paired difference of each variant after the first from the first. OUT/seeds.md is the same as tables of the first and last
 step; OUT/seeds.png draws every seed's curve and the mean.
 """
 
@@ -166,24 +166,23 @@ def table(results, seeds):
 
 
 def paired_differences(groups):
-    """Per device count with exactly two variants: second − first, seed by seed, at each step."""
+    """Per device count, each variant after the first minus the first (a sweep's baseline), seed by
+    seed, at each step, for the anchors both track over the same steps."""
     by_devices = {}
     for g in groups:
         by_devices.setdefault(g["devices"], []).append(g)
     out = []
-    for devices, pair in by_devices.items():
-        if len(pair) != 2:
-            continue
-        first, second = pair
-        for name in sorted(set(first["anchors"]) & set(second["anchors"])):
-            a, b = first["anchors"][name], second["anchors"][name]
-            if a["step"] != b["step"]:
-                continue
-            diff = (np.asarray(b["per_seed"]) - np.asarray(a["per_seed"])).tolist()
-            mean, std = spread(diff)
-            out.append({"devices": devices, "anchor": name, "difference": f"{second['variant']} − "
-                        f"{first['variant']}", "step": a["step"], "per_seed": diff, "mean": mean,
-                        "std": std})
+    for devices, (first, *others) in by_devices.items():
+        for other in others:
+            for name in sorted(set(first["anchors"]) & set(other["anchors"])):
+                a, b = first["anchors"][name], other["anchors"][name]
+                if a["step"] != b["step"]:
+                    continue
+                diff = (np.asarray(b["per_seed"]) - np.asarray(a["per_seed"])).tolist()
+                mean, std = spread(diff)
+                out.append({"devices": devices, "anchor": name, "step": a["step"], "per_seed": diff,
+                            "difference": f"{other['variant']} − {first['variant']}", "mean": mean,
+                            "std": std})
     return out
 
 
