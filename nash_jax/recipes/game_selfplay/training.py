@@ -21,8 +21,8 @@ def train(config, run, text_games, tokenizer, evaluators, mesh):
     g = config.game_selfplay
     pad_id = pad_id_of(tokenizer)
     step = plan_step(config, text_games)
-    online = start(config, run, mesh, initial_dir=components.initial_policy_dir(config, run),
-                   tokenizer_dir=components.tokenizer_source(config, run), objective=step.objective,
+    online = start(config, run, mesh, initial_dir=components.initial_policy_dir(config.model.path, run),
+                   tokenizer_dir=components.tokenizer_source(config.model, run), objective=step.objective,
                    total_steps=g.steps * g.epochs, **step.hyperparameters)
     model_def, step_fn = online.model_def, online.step_fn
     reference = online.reference_logprobs() if g.kl_coef > 0 else None
