@@ -2,14 +2,15 @@
 `train.*` field reaches its step and its loop: the layer's step factory and loop are replaced by spies
 that record what they were given (the factory still builds the real step) and stop the run before its
 first online step (the warm start's fit is skipped too: π_0 is the freshly initialised model, which is
-all the set-up needs); `nash-jax plan` is checked against the compiled memory of that real step."""
+all the set-up needs); `nash-jax plan` is checked against the compiled memory of that real step.
+SPPO, which trains offline through recipes/loop.fit_rows, is held to the same fields."""
 
 import numpy as np
 import pytest
 
 from nash_jax import recipes
 from nash_jax.config import load_config
-from nash_jax.recipes import online, planning, preparation
+from nash_jax.recipes import loop, online, planning, preparation
 from nash_jax.setup import plan
 from tests.recipes import test_game_selfplay_recipe, test_proposer_solver_recipe
 from tests.recipes.conftest import CONFIGS, small_config
@@ -109,6 +110,33 @@ def test_plan_is_the_compiled_memory_of_each_online_recipes_own_step(started):
     expected = plan.compiled_memory(step.jitted.lower(state, batch).compile())
     assert result["compiled"] == expected, (result["compiled"], expected)
     assert result["devices"] == step.mesh.devices.size and result["micro_batches"] == 2
+
+
+def test_sppo_honours_the_train_fields(tmp_path, monkeypatch):
+    """SPPO trains offline (recipes/loop.fit_rows), not through the online layer: the same fields must
+    reach the step factory and the loop fit_rows calls (the warm start's own fit is skipped)."""
+    seen = {}
+
+    def make_step(objective, *args, micro_batches, logprob_chunk, **hyperparameters):
+        seen.update(objective=objective, hyperparameters=hyperparameters, micro_batches=micro_batches,
+                    logprob_chunk=logprob_chunk)
+        return object()  # never called: the loop stops first
+
+    def train_loop(run, stage, *, max_skipped_fraction, checkpoint_every, **kwargs):
+        seen.update(stage=stage, max_skipped_fraction=max_skipped_fraction, checkpoint_every=checkpoint_every)
+        raise Stopped
+
+    monkeypatch.setattr(preparation, "fit_rows", lambda run, stage, model, rows, **kwargs: model)
+    monkeypatch.setattr(loop, "make_step", make_step)
+    monkeypatch.setattr(loop, "train_loop", train_loop)
+    config = load_config(small_config(tmp_path, name="sppo_fields"),
+                         [f"run_dir={tmp_path / 'run'}", *FIELDS, "train.batch_size=16",
+                          "train.checkpoint_every=3"])
+    with pytest.raises(Stopped):
+        recipes.run(config)
+    assert seen == {"objective": "sppo", "hyperparameters": {"eta": config.sppo.eta}, "micro_batches": 2,
+                    "logprob_chunk": 8, "stage": "iter_0", "max_skipped_fraction": 0.25,
+                    "checkpoint_every": 3}, seen
 
 
 @pytest.mark.parametrize("name, objective, rows", [
