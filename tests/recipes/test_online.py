@@ -139,14 +139,15 @@ def test_sppo_honours_the_train_fields(tmp_path, monkeypatch):
                     "checkpoint_every": 3}, seen
 
 
-@pytest.mark.parametrize("name, objective, rows", [
-    ("demo", "sppo", 32), ("nash_md_demo", "nash_md_pg", 32), ("kuhn_demo", "pg_kl", 256),
-    ("proposer_solver_demo", "pg_kl", 80), ("proposer_solver_document", "pg", 80),
-    ("grpo_demo", "pg_kl", 64)])
-def test_plan_sizes_each_shipped_recipes_own_step(name, objective, rows):
-    """`nash-jax plan` on every shipped demo: its recipe's objective and rows per update, built-in
-    models included (the Kuhn demo's is the games tokenizer's; 64 games × 3 turns at most = 192, bucketed to 256)."""
+@pytest.mark.parametrize("name, objective, rows, length", [
+    ("demo", "sppo", 32, 64), ("nash_md_demo", "nash_md_pg", 32, 64), ("kuhn_demo", "pg_kl", 256, 64),
+    ("proposer_solver_demo", "pg_kl", 80, 128), ("proposer_solver_document", "pg", 80, 128),
+    ("grpo_demo", "pg_kl", 64, 64)])
+def test_plan_sizes_each_shipped_recipes_own_step(name, objective, rows, length):
+    """`nash-jax plan` on every shipped demo: its recipe's objective, rows and tokens per update,
+    built-in models included (the Kuhn demo's is the games tokenizer's; 64 games × 3 turns at most =
+    192, bucketed to 256, of data.max_prompt_tokens 32 + 4 new tokens, bucketed to 64)."""
     config = load_config(CONFIGS / f"{name}.yaml")
     result = planning.plan(config, devices=1, compile_step=False)
-    assert (result["objective"], result["batch_size"]) == (objective, rows), result
+    assert (result["objective"], result["batch_size"], result["length"]) == (objective, rows, length), result
     assert result["parameters_count"] > 0 and "builtin:" in result["model"]
