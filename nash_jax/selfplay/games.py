@@ -202,7 +202,7 @@ class ModelPlayer:
         from nash_jax.rollout.sampling import eos_ids_of, generate, pad_id_of
 
         prompt_ids = [encode_prompt(self.tokenizer, game.prompt(state)) for game, state in requests]
-        self._check_lengths(requests, prompt_ids)
+        check_prompt_lengths(requests, prompt_ids, self.max_prompt_tokens)
         samples = generate(self.model, prompt_ids, num_samples=1,
                            key=jax.random.fold_in(self.key, round_index), mesh=self.mesh,
                            eos_token_ids=eos_ids_of(self.tokenizer), pad_id=pad_id_of(self.tokenizer),
@@ -215,16 +215,17 @@ class ModelPlayer:
                             samples.logprobs[b, 0, :n].tolist()))
         return out
 
-    def _check_lengths(self, requests, prompt_ids):
-        """A prompt longer than max_prompt_tokens is refused: the training step (and `nash-jax plan`)
-        is sized for prompts up to it."""
-        if self.max_prompt_tokens is None:
-            return
-        for (game, state), ids in zip(requests, prompt_ids):
-            if len(ids) > self.max_prompt_tokens:
-                raise ValueError(f"{game.name}: the prompt at state {state.information_state_string()!r} "
-                                 f"is {len(ids)} tokens, over data.max_prompt_tokens="
-                                 f"{self.max_prompt_tokens}; expected prompts up to it (raise it)")
+
+def check_prompt_lengths(requests, prompt_ids, max_tokens):
+    """ValueError naming the state of the first prompt longer than `max_tokens` (data.max_prompt_tokens;
+    None: no limit): the training step, and `nash-jax plan`, are sized for prompts up to it."""
+    if max_tokens is None:
+        return
+    for (game, state), ids in zip(requests, prompt_ids):
+        if len(ids) > max_tokens:
+            raise ValueError(f"{game.name}: the prompt at state {state.information_state_string()!r} is "
+                             f"{len(ids)} tokens, over data.max_prompt_tokens={max_tokens}; expected "
+                             "prompts up to it (raise it)")
 
 
 def encode_prompt(tokenizer, content):

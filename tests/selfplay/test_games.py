@@ -149,10 +149,9 @@ def test_a_prompt_longer_than_data_max_prompt_tokens_is_refused_naming_the_state
     player refuses a longer one before generating (so no model is needed here)."""
     game = games.TextGame("kuhn_poker")
     state = game.new_state(np.random.default_rng(0))
-    length = len(games.encode_prompt(tokenizer, game.prompt(state)))
-    fits = games.ModelPlayer(None, tokenizer, key=None, mesh=None, max_new_tokens=4,
-                             max_prompt_tokens=length)
-    fits._check_lengths([(game, state)], [games.encode_prompt(tokenizer, game.prompt(state))])
+    ids = games.encode_prompt(tokenizer, game.prompt(state))
+    length = len(ids)
+    games.check_prompt_lengths([(game, state)], [ids], length)  # up to the limit: accepted
     short = games.ModelPlayer(None, tokenizer, key=None, mesh=None, max_new_tokens=4,
                               max_prompt_tokens=length - 1)
     with pytest.raises(ValueError, match=f"kuhn_poker: the prompt at state .* is {length} tokens, over "
