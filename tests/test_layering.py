@@ -96,16 +96,51 @@ def _names_a_string(node):
         isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(map(_names_a_string, node.elts))
 
 
+def nodes_below_the_recipes():
+    """(path, node) of every syntax node of every module below the recipes' layer."""
+    recipe_layer = layer_of("nash_jax.recipes")
+    for name, path in modules():
+        if layer_of(name) < recipe_layer:
+            yield from ((path, node) for node in ast.walk(ast.parse(path.read_text())))
+
+
 def test_nothing_below_the_recipes_branches_on_a_recipe():
     """Below recipes/, no code compares a config's `recipe` with anything: a new recipe is a package
     that registers itself, not a branch in a shared module."""
-    recipe_layer = layer_of("nash_jax.recipes")
     branches = []
-    for name, path in modules():
-        if layer_of(name) >= recipe_layer:
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            operands = [node.left, *node.comparators] if isinstance(node, ast.Compare) else []
-            if any(map(_names_recipe, operands)) and any(map(_names_a_string, operands)):
-                branches.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    for path, node in nodes_below_the_recipes():
+        operands = [node.left, *node.comparators] if isinstance(node, ast.Compare) else []
+        if any(map(_names_recipe, operands)) and any(map(_names_a_string, operands)):
+            branches.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     assert not branches, "branches on the recipe's name: " + ", ".join(branches)
+
+
+def _run_config_sections():
+    """The run config's sections (model, train, mesh, ...), every registered recipe's, and `recipe`."""
+    import dataclasses
+
+    from nash_jax import config as config_lib
+
+    config_lib.discover_recipes()
+    return {f.name for f in dataclasses.fields(config_lib.run_config_type())
+            if dataclasses.is_dataclass(f.type) or f.name == "recipe" or
+            f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory)}
+
+
+def _names_a_config(node):
+    """`config`, `cfg`, `run_config`, `self.config`: what a run config travels as."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "config"
+    return isinstance(node, ast.Name) and (node.id in ("config", "cfg") or node.id.endswith("_config"))
+
+
+def test_nothing_below_the_recipes_reads_the_run_config():
+    """Below recipes/, no code reads a section of the whole run config (`config.train.…`,
+    `config.model`, `config.recipe`): a lower layer takes the section or the values it needs (a model
+    section, an optimiser config, shapes, mesh sizes, paths) and the recipes unpack the run config."""
+    sections = _run_config_sections()
+    assert {"model", "train", "mesh", "data", "eval", "recipe", "sppo"} <= sections, sections
+    reads = [f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {ast.unparse(node)}"
+             for path, node in nodes_below_the_recipes()
+             if isinstance(node, ast.Attribute) and node.attr in sections and _names_a_config(node.value)]
+    assert not reads, "run-config sections read below the recipes:\n" + "\n".join(reads)

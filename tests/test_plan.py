@@ -10,10 +10,11 @@ import pytest
 import yaml
 
 from nash_jax import cli, config as config_lib, parallel
+from nash_jax.recipes import planning
 from nash_jax.setup import plan
 from nash_jax.models import hf
 from nash_jax.models.llama import Llama
-from nash_jax.train import init_train_state, make_step
+from nash_jax.train import init_train_state, make_optimizer, make_step
 from nash_jax.train.steps import DEFAULT_LOGPROB_CHUNK
 
 CONFIGS = Path(__file__).parent.parent / "configs"
@@ -45,12 +46,13 @@ def test_compiled_figures_equal_the_memory_analysis_of_the_real_step(tiny_config
     overrides = [f"mesh.data={data}", f"mesh.fsdp={fsdp}", f"mesh.tensor={tensor}"]
     config = config_lib.load_config(tiny_config, overrides)
     devices = data * fsdp * tensor
-    result = plan.plan(config, devices=devices)
+    result = planning.plan(config, devices=devices)
     assert result["compiled"] is not None
 
-    llama, _ = plan.model_config(config)
+    inputs = planning.plan_inputs(config)
+    llama = inputs.llama
     real_mesh = parallel.make_mesh(data, fsdp, tensor, devices=jax.devices()[:devices])
-    tx, schedule = plan.optimizer_of(config)
+    tx, schedule = make_optimizer(inputs.optimizer)
     model_def, state, shardings = init_train_state(Llama(llama, rngs=__import__("flax").nnx.Rngs(0)),
                                                    tx, mesh=real_mesh)
     step = make_step("sppo", model_def, tx, schedule, shardings, real_mesh, micro_batches=2,
@@ -69,9 +71,10 @@ def test_the_analytic_state_bytes_are_the_placed_state_bytes(tiny_config):
     """Parameters and optimiser bytes per device from partition specs equal the shards that
     init_train_state actually places (fsdp 4 × tensor 2)."""
     config = config_lib.load_config(tiny_config, ["mesh.fsdp=4", "mesh.tensor=2"])
-    result = plan.plan(config, devices=8, compile_step=False)
-    llama, _ = plan.model_config(config)
-    tx, _ = plan.optimizer_of(config)
+    result = planning.plan(config, devices=8, compile_step=False)
+    inputs = planning.plan_inputs(config)
+    llama = inputs.llama
+    tx, _ = make_optimizer(inputs.optimizer)
     mesh = parallel.make_mesh(1, 4, 2, devices=jax.devices()[:8])
     _, state, _ = init_train_state(Llama(llama, rngs=__import__("flax").nnx.Rngs(0)), tx, mesh=mesh)
     device = jax.devices()[0]
@@ -89,7 +92,7 @@ def test_a_config_that_does_not_fit_is_refused_naming_what(tiny_config, capsys):
     err = capsys.readouterr().err
     assert status == 2
     assert "does not fit: the compiled step needs" in err and "over the 20.0 KiB of device memory" in err
-    result = plan.plan(config_lib.load_config(tiny_config), devices=1, compile_step=False)
+    result = planning.plan(config_lib.load_config(tiny_config), devices=1, compile_step=False)
     terms = {k: result[f"{k}_bytes"] for k in plan._TERMS}
     assert f"the largest term is {max(terms, key=terms.get)}" in err
     too_big = [k for k, v in terms.items() if v > 20 * 1024]
@@ -112,11 +115,11 @@ def test_a_run_that_cannot_fit_stops_before_loading_weights(tiny_config):
     mesh = parallel.make_mesh(1, 1, 1, devices=jax.devices()[:1])
     with pytest.raises(ValueError, match="cannot fit its devices, before any weights are read.*"
                                          "largest term is optimizer"):
-        plan.check_before_loading(config, mesh)
+        planning.check_before_loading(config, mesh)
     roomy = config_lib.load_config(tiny_config, ["mesh.device_memory=1GiB", "mesh.fsdp=1"])
-    assert plan.check_before_loading(roomy, mesh)["fits"]
+    assert planning.check_before_loading(roomy, mesh)["fits"]
     unknown = config_lib.load_config(tiny_config, ["mesh.fsdp=1"])
-    assert plan.check_before_loading(unknown, mesh) is None  # CPU devices report no memory
+    assert planning.check_before_loading(unknown, mesh) is None  # CPU devices report no memory
 
 
 def test_device_memory_sizes_parse_and_bad_ones_are_named():
@@ -131,8 +134,8 @@ def test_device_memory_sizes_parse_and_bad_ones_are_named():
 
 def _preset_plan(name, shape, devices, memory, overrides=()):
     config = config_lib.load_config(CONFIGS / name, list(overrides))
-    return plan.plan(config, devices=devices, device_memory=config_lib.parse_bytes(memory),
-                     shape=shape, compile_step=False)
+    return planning.plan(config, devices=devices, device_memory=config_lib.parse_bytes(memory),
+                         shape=shape, compile_step=False)
 
 
 def _parameter_count(shape):

@@ -37,13 +37,13 @@ def _average(args):
     labels = [Path(n).name if n not in dirs else n for n in chosen]
     out = Path(args.out) if args.out else run_dir / "average" / "-".join(labels)
     check_output(out, "--out", overwrite=args.overwrite)  # before any model is loaded
-    mesh = components.make_mesh(config, {})
+    mesh = components.make_mesh(config.mesh, config.train.micro_batches, {})
     run = RunDir(run_dir)
     run.acquire()  # it writes into the run directory: not beside a live run
     try:
         average_policies(paths, out, mesh=mesh, dtype=config.model.dtype, in_run=not args.out,
                          param_dtype=config.model.param_dtype,
-                         tokenizer_dir=components.tokenizer_source(config, run_dir))
+                         tokenizer_dir=components.tokenizer_source(config.model, run_dir))
     finally:
         run.close()
     print(f"average of {', '.join(labels)} written to {out}")

@@ -5,14 +5,14 @@ from nash_jax.cli.arguments import positive_int
 
 def plan_command(args):
     from nash_jax import config as config_lib
-    from nash_jax import recipes
+    from nash_jax.recipes import planning
     from nash_jax.setup import plan
 
     config = config_lib.load_config(args.config, args.overrides)
     memory = (config_lib.parse_bytes(args.device_memory, "--device-memory")
               if args.device_memory else None)
-    result = plan.plan(config, devices=args.devices, device_memory=memory, shape=args.shape,
-                       compile_step=not args.no_compile, **recipes.plan_inputs(config))
+    result = planning.plan(config, shape=args.shape, devices=args.devices, device_memory=memory,
+                           compile_step=not args.no_compile)
     print(plan.to_json(result) if args.json else plan.table(result), flush=True)
     problem = plan.shortfall(result)
     if problem:

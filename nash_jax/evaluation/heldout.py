@@ -24,18 +24,20 @@ from nash_jax import runs
 from nash_jax.judges.simple import import_function
 from nash_jax.rollout.batches import sample_rows
 
-def verify(config, run, label, load_model, prompts, prompt_ids, tokenizer, mesh):
+def verify(run, label, load_model, prompts, prompt_ids, tokenizer, mesh, *, verifier, sampling,
+           max_new_tokens, seed):
     """{metric: value} of iterate `label` (stage eval/heldout_<label>; `load_model()` is called only
-    when the stage is not done yet)."""
+    when the stage is not done yet). verifier: eval.verifier's import path; sampling: the run's
+    sampling section (made greedy here); max_new_tokens: eval.max_new_tokens; seed: the run's."""
     stage, path = f"eval/heldout_{label}", run / "eval" / f"heldout_{label}.jsonl"
     if run.done(stage):
         return run.info(stage)
-    greedy = dataclasses.replace(config.sampling, temperature=0.0, top_p=1.0, top_k=0)
+    greedy = dataclasses.replace(sampling, temperature=0.0, top_p=1.0, top_k=0)
     columns = sample_rows(load_model(), tokenizer, prompt_ids, num_samples=1, sampling=greedy, mesh=mesh,
-                          desc=f"held-out {label}", max_new_tokens=config.eval.max_new_tokens,
-                          key_of=lambda b: runs.stage_key(config.seed, 0, "heldout", b))
+                          desc=f"held-out {label}", max_new_tokens=max_new_tokens,
+                          key_of=lambda b: runs.stage_key(seed, 0, "heldout", b))
     responses = [r[0] for r in columns["responses"]]
-    verdicts = checked_verdicts(config.eval.verifier, prompts, responses)
+    verdicts = checked_verdicts(verifier, prompts, responses)
     rows = [{"iterate": label, "prompt": prompt, "answer": verdict.get("answer"), "response": response,
              **verdict, "correct": bool(verdict["correct"]), "finished": bool(finished[0])}
             for prompt, response, verdict, finished in zip(prompts, responses, verdicts,

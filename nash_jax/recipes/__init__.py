@@ -18,10 +18,10 @@ from typing import Callable
 import yaml
 
 from nash_jax.runs import compilation_cache
-from nash_jax.setup import components
 from nash_jax import config as config_lib
 from nash_jax.config import to_dict
 from nash_jax.runs import RunDir
+from nash_jax.recipes import paths
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Recipe:
     # the built-in models (tasks.builtin_models) whose warm start the recipe makes
     builtin_models: tuple = (config_lib.BUILTIN_SYNTHETIC,)
     plan_step: Callable | None = None  # plan_step(config) -> plan.StepShape of one update (what
-    #                                    `nash-jax plan` sizes); default: plan.default_step
+    #                                    `nash-jax plan` sizes); default: planning.default_step
     # the report-only eval fields (config.REPORT_ONLY_EVAL_FIELDS) its report reads: `nash-jax rerank`
     # needs best_of_n, `nash-jax average` average_iterates (and the iterate_dirs such a report lists)
     report_options: tuple = config_lib.REPORT_ONLY_EVAL_FIELDS
@@ -61,17 +61,6 @@ def get(name):
     if name not in RECIPES:
         raise ValueError(f"recipe {name!r} is not one of {sorted(RECIPES)}")
     return RECIPES[name]
-
-
-def plan_inputs(config):
-    """What `plan.plan` and `plan.check_before_loading` need to know of `config`'s recipe: the
-    StepShape of its update and the tokenizer of a built-in model."""
-    from nash_jax.tasks import builtin_models
-
-    recipe = get(config.recipe)
-    builtin = builtin_models.get(config.model.path) if config.model.path in recipe.builtin_models else None
-    return {"step": recipe.plan_step(config) if recipe.plan_step else None,
-            "builtin_tokenizer": (config.model.tokenizer or builtin.tokenizer_dir) if builtin else None}
 
 
 def check_report_option(config, field, what):
@@ -158,7 +147,7 @@ def run(config):
     if recipe.check is not None:
         recipe.check(config)
     # every path, before the config is locked into the run directory
-    components.check_paths(config, recipe.builtin_models)
+    paths.check_paths(config, recipe.builtin_models)
     config = resolve_run_dir(config)
     run_dir = RunDir(config.run_dir)
     try:

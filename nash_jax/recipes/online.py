@@ -55,8 +55,8 @@ def start(config, run, mesh, *, initial_dir, tokenizer_dir, objective, total_ste
     """Load π_0 from `initial_dir` and build the train state and the step of `objective` (its
     hyperparameters as keywords) with an optimiser scheduled over `total_steps` updates. `mesh` comes
     from preparation.fitting_mesh, which has checked that the step fits its devices."""
-    initial = components.load_policy(initial_dir, config, mesh)
-    tx, schedule = make_optimizer(optimizer_config(config, total_steps))
+    initial = components.load_policy(initial_dir, config.model, mesh)
+    tx, schedule = make_optimizer(optimizer_config(config.train.optimizer, total_steps))
     model_def, state, shardings = init_train_state(initial, tx, mesh=mesh, seed=config.seed)
     step_fn = make_step(objective, model_def, tx, schedule, shardings, mesh,
                         micro_batches=config.train.micro_batches,

@@ -8,7 +8,8 @@
               anchored to π_t, orbax checkpoints every N steps    iter_t/checkpoints/
     export    π_{t+1} as a Hugging Face directory                 iter_t/policy/
 
-then the evaluation and report (nash_jax.reporting). Each stage is recorded in RUN_DIR/manifest.json once
+then the evaluation and report (recipes/iterates_report.py). Each stage is recorded in
+RUN_DIR/manifest.json once
 its artifact is in place; a rerun skips finished stages and resumes training from its last checkpoint.
 """
 
@@ -17,11 +18,11 @@ from typing import Literal
 
 import numpy as np
 
-from nash_jax import reporting, runs
+from nash_jax import runs
 from nash_jax.setup import components
 from nash_jax.config import AT_LEAST_1, POSITIVE
 from nash_jax.core.saturation import win_rate_saturation
-from nash_jax.recipes import Recipe, register
+from nash_jax.recipes import Recipe, iterates_report, register
 from nash_jax.recipes.loop import fit_rows
 from nash_jax.setup.components import optimizer_config
 from nash_jax.recipes.preparation import prepare
@@ -45,10 +46,11 @@ def run_sppo(config, run):
                                              batch_sizes={"train.batch_size": config.train.batch_size})
     for t in range(config.sppo.iterations):
         iteration(config, run, t, splits.iterations[t], tokenizer, judge, mesh)
-    return reporting.evaluate_and_write(
+    return iterates_report.evaluate_and_write(
         config, run, iterates=iterates(config, run), eval_prompts=splits.eval, tokenizer=tokenizer,
         judge=judge, mesh=mesh, iterations=iteration_summaries(config, run),
-        policy_metrics=synthetic_eval.policy_metrics(config, tokenizer, mesh))
+        policy_metrics=synthetic_eval.policy_metrics(config.judge.kind, config.model.path, tokenizer,
+                                                     mesh))
 
 
 def iterates(config, run):
@@ -63,7 +65,7 @@ def iteration_summaries(config, run):
     metrics = runs.read_metrics(run / "metrics.jsonl")
     out = []
     for t in range(config.sppo.iterations):
-        entry = {"iteration": t, **reporting.loss_curve(metrics, f"iter_{t}")}
+        entry = {"iteration": t, **iterates_report.loss_curve(metrics, f"iter_{t}")}
         steps = [m for m in metrics if m["stage"] == f"iter_{t}" and "target_reached" in m]
         if steps:
             entry["target_reached"] = float(steps[-1]["target_reached"])
@@ -84,17 +86,19 @@ def iteration_summaries(config, run):
 
 def policy_dir(config, run, t):
     """π_t's HF directory: the initial policy for t = 0, else iteration t−1's export."""
-    return components.initial_policy_dir(config, run) if t == 0 else run / f"iter_{t - 1}" / "policy"
+    if t == 0:
+        return components.initial_policy_dir(config.model.path, run)
+    return run / f"iter_{t - 1}" / "policy"
 
 
 def iteration(config, run, t, prompts, tokenizer, judge, mesh):
     it = f"iter_{t}"
     if run.done(f"{it}/train"):
         return
-    model = components.load_policy(policy_dir(config, run, t), config, mesh)
+    model = components.load_policy(policy_dir(config, run, t), config.model, mesh)
 
     if not run.done(f"{it}/prompts"):
-        ids, kept, skipped = components.encode_prompts(config, tokenizer, prompts,
+        ids, kept, skipped = components.encode_prompts(config.data, tokenizer, prompts,
                                                    f"iteration {t}'s prompt split")
         runs.write_table(run / it / "prompts.parquet",
                            {"prompt": [prompts[i] for i in kept], "prompt_ids": ids})
@@ -137,7 +141,8 @@ def iteration(config, run, t, prompts, tokenizer, judge, mesh):
     rows = [dict(zip(table, values)) for values in zip(*table.values())]
 
     model = train(config, run, t, model, rows, mesh, tokenizer)
-    components.export_policy(model, run / it / "policy", tokenizer_dir=components.tokenizer_source(config, run))
+    components.export_policy(model, run / it / "policy",
+                             tokenizer_dir=components.tokenizer_source(config.model, run))
     run.finish(f"{it}/train", [f"{it}/policy"])
 
 
@@ -205,7 +210,7 @@ def train(config, run, t, model, rows, mesh, tokenizer):
                     "anchor_logp": np.array([r["anchor_logp"] for r in batch], np.float32)}
 
     return fit_rows(run, f"iter_{t}", model, rows, objective=sppo.loss, to_batch=to_batch,
-                    optimizer=optimizer_config(config, 1), batch_size=config.train.batch_size,
+                    optimizer=optimizer_config(config.train.optimizer, 1), batch_size=config.train.batch_size,
                     epochs=config.train.epochs, seed=runs.stage_seed(config.seed, t, "train"),
                     checkpoint_every=config.train.checkpoint_every, mesh=mesh,
                     micro_batches=config.train.micro_batches,

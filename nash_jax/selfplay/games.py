@@ -190,8 +190,9 @@ class ModelPlayer:
     """A language-model policy: all of one round's requests in one batched `generate` call."""
 
     def __init__(self, model, tokenizer, *, key, mesh, max_new_tokens, temperature=1.0, top_p=1.0,
-                 top_k=0):
+                 top_k=0, max_prompt_tokens=None):
         self.model, self.tokenizer, self.key, self.mesh = model, tokenizer, key, mesh
+        self.max_prompt_tokens = max_prompt_tokens  # data.max_prompt_tokens: what the plan sized
         self.sampling = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                              top_k=top_k)
 
@@ -201,6 +202,7 @@ class ModelPlayer:
         from nash_jax.rollout.sampling import eos_ids_of, generate, pad_id_of
 
         prompt_ids = [encode_prompt(self.tokenizer, game.prompt(state)) for game, state in requests]
+        check_prompt_lengths(requests, prompt_ids, self.max_prompt_tokens)
         samples = generate(self.model, prompt_ids, num_samples=1,
                            key=jax.random.fold_in(self.key, round_index), mesh=self.mesh,
                            eos_token_ids=eos_ids_of(self.tokenizer), pad_id=pad_id_of(self.tokenizer),
@@ -212,6 +214,18 @@ class ModelPlayer:
             out.append(Move(self.tokenizer.decode(tokens, skip_special_tokens=True), ids, tokens,
                             samples.logprobs[b, 0, :n].tolist()))
         return out
+
+
+def check_prompt_lengths(requests, prompt_ids, max_tokens):
+    """ValueError naming the state of the first prompt longer than `max_tokens` (data.max_prompt_tokens;
+    None: no limit): the training step, and `nash-jax plan`, are sized for prompts up to it."""
+    if max_tokens is None:
+        return
+    for (game, state), ids in zip(requests, prompt_ids):
+        if len(ids) > max_tokens:
+            raise ValueError(f"{game.name}: the prompt at state {state.information_state_string()!r} is "
+                             f"{len(ids)} tokens, over data.max_prompt_tokens={max_tokens}; expected "
+                             "prompts up to it (raise it)")
 
 
 def encode_prompt(tokenizer, content):

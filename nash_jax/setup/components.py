@@ -1,103 +1,63 @@
 """The parts a run config names, built: the mesh, the initial policy and its tokenizer, the judge, the
-prompt splits. Recipes and the report build what they need from here; none of it knows a recipe."""
+prompt splits. Each takes the config section it reads (model, data, mesh, train.optimizer), never the
+whole run config: recipes unpack that. None of it knows a recipe."""
 
 import hashlib
 import json
 from pathlib import Path
 
 from nash_jax import data, judges, parallel, runs, tasks
-from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.models import hf
-from nash_jax.models.tokenizer import load_tokenizer, tokenizer_problem
+from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.tasks import builtin_models
 from nash_jax.train import OptimizerConfig
 
 
-def check_paths(config, recipe_models=(BUILTIN_SYNTHETIC,)):
-    """Every local path the config names, and the policy's architecture, checked before anything
-    starts (FileNotFoundError or ValueError naming the key, the path and what was expected there).
-    `recipe_models`: the built-in models (tasks.builtin_models) the recipe can warm-start."""
-    model_dir = config.model.path not in recipe_models
-    if model_dir:
-        check_policy_dir(config, recipe_models)
-    if config.model.tokenizer or model_dir:
-        key = "model.tokenizer" if config.model.tokenizer else "model.path"
-        path = config.model.tokenizer or config.model.path
-        if problem := tokenizer_problem(path):
-            raise FileNotFoundError(f"{key}={path}: {problem}; expected a local tokenizer directory "
-                                    "(set model.tokenizer to one if the model's has none)")
-    if config.data.path not in tasks.BUILTIN_PROMPTS and not Path(config.data.path).exists():
-        raise FileNotFoundError(f"data.path={config.data.path}: does not exist; expected a local prompt "
-                                f"file or directory, or one of {', '.join(tasks.BUILTIN_PROMPTS)}")
-    for key, judge in (("judge", config.judge), ("eval.second_judge", config.eval.second_judge),
-                       ("eval.rerank_judge", config.eval.rerank_judge)):
-        if judge is not None:
-            judges.check_judge(judge, key)
-    if config.eval.verifier:
-        from nash_jax.judges.simple import import_function
-
-        import_function(config.eval.verifier, "eval.verifier")
-
-
-def check_policy_dir(config, recipe_models):
-    """model.path holds a config.json of a supported architecture with consistent sizes."""
-    if builtin := builtin_models.get(config.model.path):
-        raise ValueError(f"model.path={builtin.name}: a built-in model warm-started on {builtin.fitted_to}, "
-                         f"which recipe {config.recipe} does not make; expected "
-                         f"{' or '.join(recipe_models)} or a local Hugging Face model directory")
-    path = Path(config.model.path)
-    if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"model.path={path}: no config.json there; expected a local Hugging "
-                                f"Face model directory (config.json + safetensors) or "
-                                f"{' or '.join(recipe_models)}")
-    hf.config_from_hf(hf.read_config(path), dtype=config.model.dtype,
-                      param_dtype=config.model.param_dtype, source=str(path / "config.json"))
-
-
-def make_mesh(config, batch_sizes):
-    """The config's mesh, after checking that each of `batch_sizes` ({config key: examples per step})
-    divides over it (before any work starts)."""
-    mesh = parallel.make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
-    shards = parallel.data_shards(mesh)
+def make_mesh(mesh, micro_batches, batch_sizes):
+    """The mesh of a run's `mesh` section, after checking that each of `batch_sizes` ({config key:
+    examples per step}) divides into `micro_batches` (train.micro_batches) over it (before any work
+    starts)."""
+    made = parallel.make_mesh(mesh.data, mesh.fsdp, mesh.tensor)
+    shards = parallel.data_shards(made)
     for key, size in batch_sizes.items():
-        if size % parallel.batch_multiple(mesh, config.train.micro_batches):
+        if size % parallel.batch_multiple(made, micro_batches):
             raise ValueError(f"{key}={size} does not split into train.micro_batches="
-                             f"{config.train.micro_batches} micro-batches over the mesh's data × fsdp = "
-                             f"{shards} devices; expected a multiple of "
-                             f"{config.train.micro_batches * shards}")
-    return mesh
+                             f"{micro_batches} micro-batches over the mesh's data × fsdp = "
+                             f"{shards} devices; expected a multiple of {micro_batches * shards}")
+    return made
 
 
 # ---------------------------------------------------------------------------------------------------
 # the policy and its tokenizer
 
-def initial_policy_dir(config, run):
-    """π_0's HF directory: the configured model, or a built-in model's warm start in the run."""
-    if (warm := builtin_models.initial_dir(config.model.path, run)) is not None:
+def initial_policy_dir(model_path, run):
+    """π_0's HF directory: model.path `model_path`, or a built-in model's warm start in the run."""
+    if (warm := builtin_models.initial_dir(model_path, run)) is not None:
         return warm
-    path = Path(config.model.path)
+    path = Path(model_path)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"model.path={path}: no config.json there; expected a local Hugging "
                                 "Face model directory (config.json + safetensors)")
     return path
 
 
-def tokenizer_source(config, run):
-    """Where the policy's tokenizer lives: model.tokenizer, a built-in model's, or the model's own."""
-    if config.model.tokenizer:
-        return config.model.tokenizer
-    builtin = builtin_models.get(config.model.path)
-    return builtin.tokenizer_dir if builtin else initial_policy_dir(config, run)
+def tokenizer_source(model, run):
+    """Where the policy of the `model` section keeps its tokenizer: model.tokenizer, a built-in
+    model's, or the model's own."""
+    if model.tokenizer:
+        return model.tokenizer
+    builtin = builtin_models.get(model.path)
+    return builtin.tokenizer_dir if builtin else initial_policy_dir(model.path, run)
 
 
-def load_policy(path, config, mesh):
-    return hf.load_pretrained(path, mesh=mesh, dtype=config.model.dtype,
-                              param_dtype=config.model.param_dtype, remat=config.model.remat,
-                              attention=config.model.attention)
+def load_policy(path, model, mesh):
+    """The policy at `path` on `mesh`, with the dtypes, remat and attention of the `model` section."""
+    return hf.load_pretrained(path, mesh=mesh, dtype=model.dtype, param_dtype=model.param_dtype,
+                              remat=model.remat, attention=model.attention)
 
 
-def load_policy_tokenizer(config, run):
-    return load_tokenizer(tokenizer_source(config, run))
+def load_policy_tokenizer(model, run):
+    return load_tokenizer(tokenizer_source(model, run))
 
 
 def export_policy(model, path, tokenizer_dir, *, in_run=True):
@@ -139,36 +99,38 @@ def judge_matrices(judge, prompts, candidates, *, per_call, where, bar=None, cra
 # ---------------------------------------------------------------------------------------------------
 # prompts
 
-def prompt_splits(config, run, blocks=1):
-    """The held-out prompts and `blocks` disjoint training blocks (data.split_prompts). A built-in
-    prompt set (tasks.BUILTIN_PROMPTS) is written to RUN_DIR/data/prompts.jsonl first, and read back
-    through `datasets` like any other."""
-    path = config.data.path
+def prompt_splits(prompts, run, *, eval_prompts, seed, blocks=1):
+    """The held-out prompts (`eval_prompts` of them: eval.prompts) and `blocks` disjoint training
+    blocks of the `prompts` section's set (data.split_prompts). A built-in prompt set
+    (tasks.BUILTIN_PROMPTS) is written to RUN_DIR/data/prompts.jsonl first, and read back through
+    `datasets` like any other."""
+    path = prompts.path
     if path in tasks.BUILTIN_PROMPTS:
         path = run / "data" / "prompts.jsonl"
         if not path.is_file():
-            texts = tasks.builtin_prompt_texts(config.data.path, config.data.builtin_prompts, config.seed)
+            texts = tasks.builtin_prompt_texts(prompts.path, prompts.builtin_prompts, seed)
             runs.write_text_atomically(path, "".join(json.dumps({"prompt": p}) + "\n"
                                                             for p in texts))
         parallel.barrier("built-in prompts")
-    texts = data.load_prompt_texts(path, config.data.prompt_column, config.data.split)
+    texts = data.load_prompt_texts(path, prompts.prompt_column, prompts.split)
     digest = hashlib.sha256(json.dumps(texts).encode()).hexdigest()
     run.check_fingerprint("prompts", digest, source=f"data.path={path}")
-    return data.split_prompts(texts, iterations=blocks, eval_prompts=config.eval.prompts,
-                              per_iteration=config.data.prompts_per_iteration,
-                              shuffle=config.data.shuffle, seed=config.seed)
+    return data.split_prompts(texts, iterations=blocks, eval_prompts=eval_prompts,
+                              per_iteration=prompts.prompts_per_iteration,
+                              shuffle=prompts.shuffle, seed=seed)
 
 
-def encode_prompts(config, tokenizer, texts, where, too_long=None):
-    """data.encode_prompts with the config's template, length limit and (unless given) policy."""
-    return data.encode_prompts(tokenizer, texts, max_tokens=config.data.max_prompt_tokens,
-                               too_long=too_long or config.data.too_long,
-                               system=config.data.system_prompt, where=where)
+def encode_prompts(prompts, tokenizer, texts, where, too_long=None):
+    """data.encode_prompts with the chat template's system prompt, length limit and (unless given)
+    policy of the `prompts` section (data)."""
+    return data.encode_prompts(tokenizer, texts, max_tokens=prompts.max_prompt_tokens,
+                               too_long=too_long or prompts.too_long,
+                               system=prompts.system_prompt, where=where)
 
 
-def optimizer_config(config, total_steps, **overrides):
-    """The OptimizerConfig of a run config's train.optimizer section."""
-    o = config.train.optimizer
+def optimizer_config(optimizer, total_steps, **overrides):
+    """The OptimizerConfig of a run's train.optimizer section `optimizer`."""
+    o = optimizer
     return OptimizerConfig(**{**dict(name=o.name, learning_rate=o.learning_rate, schedule=o.schedule,
                                      warmup_ratio=o.warmup_ratio, weight_decay=o.weight_decay,
                                      clip_norm=o.clip_norm), "total_steps": total_steps, **overrides})

@@ -1,4 +1,4 @@
-"""Whether a run config fits its devices, from the config alone: no weights read, no memory taken.
+"""Whether a training step fits its devices, from shapes alone: no weights read, no memory taken.
 
 The model is built abstractly (`nnx.eval_shape`), the train state too (`jax.eval_shape` of the
 optimiser's init), and every array is sharded by the rules table (parallel.py) on the config's mesh.
@@ -21,7 +21,9 @@ step is also lowered and compiled on abstract arrays with those shardings, and i
 for a remat model compiled by XLA:CPU: its schedule keeps every layer's activations with or without
 remat (measured), so there the compiled figure is an upper bound and the analytic total decides.
 
-The sampler's KV cache and the judge are not counted: this plans the training step.
+The sampler's KV cache and the judge are not counted: this plans the training step. What it sizes
+comes as a PlanInputs (shapes, optimiser, mesh sizes, micro-batches), which recipes/planning.py
+unpacks from a run config; nothing here reads one.
 """
 
 import dataclasses
@@ -37,9 +39,9 @@ from jax.sharding import AbstractMesh
 from nash_jax import parallel
 from nash_jax.config import parse_bytes
 from nash_jax.models import hf
-from nash_jax.models.llama import Llama
-from nash_jax.parallel.padding import bucket_size
+from nash_jax.models.llama import Llama, LlamaConfig
 from nash_jax.tasks import builtin_models
+from nash_jax.train import OptimizerConfig, make_optimizer
 
 # config.json of models whose directory need not be on this machine (`nash-jax plan --shape NAME`)
 PRESETS = {
@@ -75,18 +77,19 @@ def size_text(n):
 # ---------------------------------------------------------------------------------------------------
 # shapes from the config
 
-def model_config(config, shape=None, builtin_tokenizer=None):
-    """The policy's LlamaConfig: a preset's, the model directory's config.json, or a built-in task's
-    warm-start model (model.path a tasks.builtin_models name; `builtin_tokenizer` the tokenizer to
-    size it for, by default that model's); dtypes and remat from the config's model section."""
-    m = config.model
+def model_config(model, shape=None, *, warm_start=None, builtin_tokenizer=None):
+    """(the policy's LlamaConfig, where its shape came from): a preset's, the model directory's
+    config.json, or a built-in task's warm-start model (model.path a tasks.builtin_models name, sized by
+    the `warm_start` section; `builtin_tokenizer` the tokenizer to size it for, by default that
+    model's). `model`: the run's model section (path, dtypes, remat)."""
+    m = model
     if shape is not None:
         if shape not in PRESETS:
             raise ValueError(f"--shape {shape!r}; expected one of {sorted(PRESETS)}")
         values, source = PRESETS[shape], f"preset {shape}"
     elif builtin_models.get(m.path) or builtin_tokenizer is not None:
         from nash_jax.models.tokenizer import load_tokenizer
-        w = config.warm_start
+        w = warm_start
         tokenizer = load_tokenizer(builtin_tokenizer or builtin_models.get(m.path).tokenizer_dir)
         values = dict(model_type="llama", vocab_size=len(tokenizer),
                       hidden_size=w.hidden_size, intermediate_size=2 * w.hidden_size,
@@ -102,9 +105,10 @@ def model_config(config, shape=None, builtin_tokenizer=None):
     return dataclasses.replace(llama, remat=m.remat), source
 
 
-def mesh_sizes(config, devices):
-    """{"data", "fsdp", "tensor"} sizes of the config's mesh on `devices` devices (-1 = the rest)."""
-    sizes = {"data": config.mesh.data, "fsdp": config.mesh.fsdp, "tensor": config.mesh.tensor}
+def mesh_sizes(axes, devices):
+    """{"data", "fsdp", "tensor"} sizes of a mesh of `axes` ({axis: size}, -1 = the rest) on `devices`
+    devices."""
+    sizes = dict(axes)
     fixed = math.prod(s for s in sizes.values() if s != -1)
     for name, size in sizes.items():
         if size == -1:
@@ -127,33 +131,18 @@ class StepShape:
     length: int
 
 
-def default_step(config):
-    """The offline step of train.batch_size examples of prompt + response (SPPO's, the warm starts')."""
-    objective, hyperparameters = training_objective(config)
-    return StepShape(objective, hyperparameters, config.train.batch_size,
-                     bucket_size(config.data.max_prompt_tokens + config.sampling.max_new_tokens, minimum=8))
-
-
-def training_objective(config):
-    """(objective name, hyperparameters) the recipe trains with: its section's `loss` when that names
-    an objective whose hyperparameters the section holds, else `sft` on the same token batch (a
-    stand-in: the objectives differ by a few scalars per example, not in memory)."""
-    from nash_jax.train import objectives
-
-    section = getattr(config, config.recipe, None)
-    name = getattr(section, "loss", None)
-    if name in objectives.OBJECTIVES:
-        wanted = objectives.get(name).hyperparameters
-        if all(hasattr(section, h) for h in wanted):
-            return name, {h: getattr(section, h) for h in wanted}
-    return "sft", {}
-
-
-def optimizer_of(config):
-    from nash_jax.setup.components import optimizer_config
-    from nash_jax.train import make_optimizer
-
-    return make_optimizer(optimizer_config(config, 1000))
+@dataclasses.dataclass(frozen=True)
+class PlanInputs:
+    """Everything the planner sizes, unpacked from a run config by the recipes layer
+    (recipes/planning.py), so that nothing here reads a run config."""
+    llama: LlamaConfig  # the policy's shape, dtypes and remat
+    source: str  # where that shape came from (a config.json, a preset, a built-in task)
+    optimizer: OptimizerConfig
+    step: StepShape  # the recipe's update
+    mesh: dict  # {"data", "fsdp", "tensor"}: sizes, -1 = the devices left
+    micro_batches: int = 1
+    logprob_chunk: int = 1024
+    device_memory: str | None = None  # mesh.device_memory as written ("80GiB"), None: ask the device
 
 
 def abstract_train_state(llama, optimizer, mesh):
@@ -200,54 +189,63 @@ def activation_bytes(llama, rows, length, logprob_chunk, tensor=1):
 # ---------------------------------------------------------------------------------------------------
 # the plan
 
-def plan(config, *, devices=None, device_memory=None, shape=None, compile_step=True, step=None,
-         builtin_tokenizer=None):
-    """A dict of what one device holds for the config's training step, and whether it fits.
+def plan(inputs, *, devices=None, device_memory=None, compile_step=True):
+    """A dict of what one device holds for the training step of `inputs` (a PlanInputs), and whether
+    it fits.
 
     devices: how many devices the mesh spans (default: this machine's); device_memory: bytes per
-    device (default: the config's mesh.device_memory, else what the device reports, else unknown);
-    compile_step: lower and compile the step when this machine has the devices; step: the recipe's
-    StepShape (default: default_step); builtin_tokenizer: see model_config."""
-    llama, source = model_config(config, shape, builtin_tokenizer)
-    step = step or default_step(config)
+    device (default: inputs.device_memory, else what the device reports, else unknown);
+    compile_step: lower and compile the step when this machine has the devices."""
+    llama, step = inputs.llama, inputs.step
     devices = devices or jax.device_count()
-    sizes = mesh_sizes(config, devices)
+    sizes = mesh_sizes(inputs.mesh, devices)
     abstract = AbstractMesh(tuple(sizes[a] for a in parallel.MESH_AXES), parallel.MESH_AXES)
-    tx, schedule = optimizer_of(config)
+    tx, _ = make_optimizer(inputs.optimizer)
     _, state, _ = abstract_train_state(llama, tx, abstract)
-
-    t = config.train
-    objective, length = step.objective, step.length
-    from nash_jax.train import objectives
-    token_shape = objectives.get(objective).token_shape
-    per_example = math.prod(s for s in token_shape if isinstance(s, int))
-    shards = sizes["data"] * sizes["fsdp"]
-    rows = max(1, step.rows // (t.micro_batches * shards)) * per_example
-
-    params = per_device_bytes(state.params)
-    grads = params + (sum(math.prod(p.sharding.shard_shape(p.shape)) * 4
-                          for p in jax.tree.leaves(state.params)) if t.micro_batches > 1 else 0)
-    terms = {"parameters": params, "optimizer": per_device_bytes(state.opt_state),
-             "gradients": grads, "update": params,
-             "activations": activation_bytes(llama, rows, length, t.logprob_chunk, sizes["tensor"])}
-    memory, memory_source = _device_memory(config, device_memory)
+    rows = rows_per_device(step, inputs.micro_batches, sizes["data"] * sizes["fsdp"])
+    terms = memory_terms(llama, state, rows, step.length, inputs, sizes["tensor"])
+    memory, memory_source = _device_memory(inputs.device_memory, device_memory)
     result = {
-        "model": source, "parameters_count": sum(math.prod(p.shape) for p in jax.tree.leaves(state.params)),
+        "model": inputs.source,
+        "parameters_count": sum(math.prod(p.shape) for p in jax.tree.leaves(state.params)),
         "dtype": llama.dtype, "param_dtype": llama.param_dtype, "remat": llama.remat,
-        "optimizer": config.train.optimizer.name, "objective": objective,
+        "optimizer": inputs.optimizer.name, "objective": step.objective,
         "mesh": sizes, "devices": devices, "batch_size": step.rows,
-        "micro_batches": t.micro_batches, "rows_per_device": rows, "length": length,
-        "logprob_chunk": t.logprob_chunk,
+        "micro_batches": inputs.micro_batches, "rows_per_device": rows, "length": step.length,
+        "logprob_chunk": inputs.logprob_chunk,
         **{f"{k}_bytes": v for k, v in terms.items()},
         "analytic_total_bytes": sum(terms.values()),
         "device_memory_bytes": memory, "device_memory_source": memory_source,
         "compiled": None,
     }
     if compile_step and devices <= jax.device_count():
-        result["compiled"] = compiled_step_memory(llama, config, tx, schedule, sizes, step)
+        result["compiled"] = compiled_step_memory(inputs, sizes)
     elif compile_step:
         result["compiled_skipped"] = (f"the mesh spans {devices} devices and this machine has "
                                       f"{jax.device_count()}: analytic figures only")
+    return _verdict(result, llama, memory)
+
+
+def rows_per_device(step, micro_batches, shards):
+    """Token rows one device processes per micro-batch (an example of a pairwise objective is 2)."""
+    from nash_jax.train import objectives
+
+    per_example = math.prod(s for s in objectives.get(step.objective).token_shape if isinstance(s, int))
+    return max(1, step.rows // (micro_batches * shards)) * per_example
+
+
+def memory_terms(llama, state, rows, length, inputs, tensor):
+    """{term: bytes per device} of the analytic plan (the module's docstring says what each is)."""
+    params = per_device_bytes(state.params)
+    grads = params + (sum(math.prod(p.sharding.shard_shape(p.shape)) * 4
+                          for p in jax.tree.leaves(state.params)) if inputs.micro_batches > 1 else 0)
+    return {"parameters": params, "optimizer": per_device_bytes(state.opt_state),
+            "gradients": grads, "update": params,
+            "activations": activation_bytes(llama, rows, length, inputs.logprob_chunk, tensor)}
+
+
+def _verdict(result, llama, memory):
+    """The plan with which figure decides, its total and whether it fits."""
     result["decided_by"] = "compiled" if result["compiled"] else "analytic"
     if result["compiled"] and llama.remat != "none" and jax.default_backend() == "cpu":
         # measured: XLA:CPU's compiled temporaries grow by the same bytes per layer with and without
@@ -262,16 +260,23 @@ def plan(config, *, devices=None, device_memory=None, shape=None, compile_step=T
     return result
 
 
-def _device_memory(config, given):
+def _device_memory(written, given):
+    """(bytes per device, where that figure came from): `given` (--device-memory), else `written`
+    (mesh.device_memory), else what the device reports; (None, None) when nothing says."""
     if given is not None:
         return given, "--device-memory"
-    if getattr(config.mesh, "device_memory", None):
-        return parse_bytes(config.mesh.device_memory, "mesh.device_memory"), "mesh.device_memory"
+    if written:
+        return parse_bytes(written, "mesh.device_memory"), "mesh.device_memory"
     device = jax.local_devices()[0]  # another process's devices cannot be asked
     stats = device.memory_stats() or {}  # None on CPU
     if stats.get("bytes_limit"):
         return int(stats["bytes_limit"]), f"{device.device_kind} memory_stats"
     return None, None
+
+
+def device_memory(written):
+    """Bytes per device of mesh.device_memory `written`, else what the device reports, else None."""
+    return _device_memory(written, None)[0]
 
 
 def abstract_batch(objective, n, length, mesh):
@@ -297,17 +302,19 @@ def compiled_memory(compiled):
     return out
 
 
-def compiled_step_memory(llama, config, tx, schedule, sizes, step):
-    """Lower and compile the update step of `step` (a StepShape) on abstract arrays on a mesh of this
+def compiled_step_memory(inputs, sizes):
+    """Lower and compile the update step of `inputs` on abstract arrays on a mesh of `sizes` of this
     machine's devices."""
     from nash_jax.train import make_step
 
+    step = inputs.step
+    tx, schedule = make_optimizer(inputs.optimizer)
     mesh = parallel.make_mesh(sizes["data"], sizes["fsdp"], sizes["tensor"],
                               devices=jax.devices()[:math.prod(sizes.values())])
-    model_def, state, shardings = abstract_train_state(llama, tx, mesh)
+    model_def, state, shardings = abstract_train_state(inputs.llama, tx, mesh)
     compiled = make_step(step.objective, model_def, tx, schedule, shardings, mesh,
-                         micro_batches=config.train.micro_batches,
-                         logprob_chunk=config.train.logprob_chunk, **step.hyperparameters)
+                         micro_batches=inputs.micro_batches, logprob_chunk=inputs.logprob_chunk,
+                         **step.hyperparameters)
     batch = abstract_batch(step.objective, step.rows, step.length, mesh)
     return compiled_memory(compiled.jitted.lower(state, batch).compile())
 
@@ -374,16 +381,12 @@ def to_json(result):
     return json.dumps(result)
 
 
-def check_before_loading(config, mesh, step=None, builtin_tokenizer=None):
+def check_before_loading(inputs, devices, memory):
     """Refuse, in seconds, a run whose parameters, optimiser state and gradients alone cannot fit
-    the device memory (the config's mesh.device_memory, or what the device reports; on CPU neither
-    says, and nothing is checked). The activation estimate only warns: the compiled step decides
-    (`nash-jax plan`)."""
-    memory, _ = _device_memory(config, None)
-    if memory is None:
-        return None
-    result = plan(config, devices=mesh.devices.size, device_memory=memory, compile_step=False, step=step,
-                  builtin_tokenizer=builtin_tokenizer)
+    `memory` bytes per device on a mesh of `devices` devices (recipes/planning.py finds the memory:
+    mesh.device_memory, or what the device reports; on CPU neither says, and nothing is checked). The
+    activation estimate only warns: the compiled step decides (`nash-jax plan`)."""
+    result = plan(inputs, devices=devices, device_memory=memory, compile_step=False)
     certain = sum(result[f"{k}_bytes"] for k in ("parameters", "optimizer", "gradients", "update"))
     if certain > memory:
         result = {**result, "activations_bytes": 0, "total_bytes": certain, "fits": False}

@@ -12,9 +12,10 @@ from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.tasks import synthetic
 
 
-def has_exact_exploitability(config):
-    """Whether exploitability is exact: the synthetic task's policy judged by its own oracle."""
-    return config.judge.kind == "synthetic" and config.model.path == BUILTIN_SYNTHETIC
+def has_exact_exploitability(judge_kind, model_path):
+    """Whether exploitability is exact: the synthetic task's policy (model.path) judged by its own
+    oracle (judge.kind)."""
+    return judge_kind == "synthetic" and model_path == BUILTIN_SYNTHETIC
 
 
 def exploitability(model, prompt_ids, tokenizer, mesh):
@@ -29,9 +30,10 @@ def exploitability(model, prompt_ids, tokenizer, mesh):
     return synthetic.mean_exploitability(synthetic.class_probabilities(first, tokenizer))
 
 
-def policy_metrics(config, tokenizer, mesh):
-    """For the report: model, prompt_ids -> {"exploitability": ...} where it is exact, else None."""
-    if not has_exact_exploitability(config):
+def policy_metrics(judge_kind, model_path, tokenizer, mesh):
+    """For the report: model, prompt_ids -> {"exploitability": ...} where it is exact (see
+    has_exact_exploitability), else None."""
+    if not has_exact_exploitability(judge_kind, model_path):
         return None
     return lambda model, prompt_ids: {"exploitability": exploitability(model, prompt_ids, tokenizer,
                                                                         mesh)}

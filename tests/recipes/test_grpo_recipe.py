@@ -128,7 +128,8 @@ def _eval_prompts(run_dir, n):
     from nash_jax.runs import RunDir
 
     config = load_config(run_dir / "config.yaml")
-    splits = components.prompt_splits(config, RunDir(run_dir), 1)
+    splits = components.prompt_splits(config.data, RunDir(run_dir), eval_prompts=config.eval.prompts,
+                                      seed=config.seed)
     assert len(splits.eval) == n
     return splits.eval
 

@@ -1,14 +1,17 @@
 """Every online recipe trains through the shared online layer (recipes/online.py), so that each
 `train.*` field reaches its step and its loop: the layer's step factory and loop are replaced by spies
-that record what they were given and stop the run before its first online step (the warm start's fit
-is skipped too: π_0 is the freshly initialised model, which is all the set-up needs)."""
+that record what they were given (the factory still builds the real step) and stop the run before its
+first online step (the warm start's fit is skipped too: π_0 is the freshly initialised model, which is
+all the set-up needs); `nash-jax plan` is checked against the compiled memory of that real step.
+SPPO, which trains offline through recipes/loop.fit_rows, is held to the same fields."""
 
+import numpy as np
 import pytest
 
 from nash_jax import recipes
-from nash_jax.setup import plan
 from nash_jax.config import load_config
-from nash_jax.recipes import online, preparation
+from nash_jax.recipes import loop, online, planning, preparation
+from nash_jax.setup import plan
 from tests.recipes import test_game_selfplay_recipe, test_proposer_solver_recipe
 from tests.recipes.conftest import CONFIGS, small_config
 
@@ -49,11 +52,69 @@ def configs(tmp_path):
     }
 
 
-@pytest.mark.parametrize("recipe, extra", [
-    ("nash_md", []), ("proposer_solver", []), ("game_selfplay", []),
-    ("game_selfplay", ["game_selfplay.kl_coef=0"]), ("grpo", [])],
-    ids=["nash_md", "proposer_solver", "game_selfplay", "game_selfplay_without_kl", "grpo"])
-def test_every_online_recipe_honours_the_train_fields(recipe, extra, tmp_path, monkeypatch):
+CASES = {"nash_md": ("nash_md", []), "proposer_solver": ("proposer_solver", []),
+         "game_selfplay": ("game_selfplay", []),
+         "game_selfplay_without_kl": ("game_selfplay", ["game_selfplay.kl_coef=0"]), "grpo": ("grpo", [])}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def started(request, tmp_path_factory):
+    """(config, what the layer's step factory and loop were given, the real Step it built, the train
+    state) of one recipe run up to its first online step; shared by the tests below."""
+    recipe, extra = CASES[request.param]
+    tmp_path = tmp_path_factory.mktemp(request.param)
+    seen, built, real_make_step = {}, {}, online.make_step
+
+    def make_step(objective, *args, micro_batches, logprob_chunk, **hyperparameters):
+        seen.update(objective=objective, hyperparameters=hyperparameters, micro_batches=micro_batches,
+                    logprob_chunk=logprob_chunk)
+        built["step"] = real_make_step(objective, *args, micro_batches=micro_batches,
+                                       logprob_chunk=logprob_chunk, **hyperparameters)
+        return built["step"]
+
+    def train_loop(run, stage, *, state, max_skipped_fraction, checkpoint_every, **kwargs):
+        seen.update(max_skipped_fraction=max_skipped_fraction, checkpoint_every=checkpoint_every)
+        built["state"] = state
+        raise Stopped
+
+    config = load_config(configs(tmp_path)[recipe], [f"run_dir={tmp_path / 'run'}", *FIELDS,
+                                                     "train.checkpoint_every=3", *extra])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(preparation, "fit_rows", lambda run, stage, model, rows, **kwargs: model)
+        patch.setattr(online, "make_step", make_step)
+        patch.setattr(online, "train_loop", train_loop)
+        with pytest.raises(Stopped):
+            recipes.run(config)
+    return config, seen, built["step"], built["state"]
+
+
+def test_every_online_recipe_honours_the_train_fields(started):
+    config, seen, _, _ = started
+    recipe = config.recipe
+    assert seen == {"objective": OBJECTIVES[recipe](config), "hyperparameters": HYPERPARAMETERS[recipe](config),
+                    "micro_batches": 2, "logprob_chunk": 8, "max_skipped_fraction": 0.25,
+                    "checkpoint_every": 3}, seen
+    planned = planning.plan_inputs(config).step  # what `nash-jax plan` sizes is the step that runs
+    assert (planned.objective, planned.hyperparameters) == (seen["objective"], seen["hyperparameters"])
+
+
+def test_plan_is_the_compiled_memory_of_each_online_recipes_own_step(started):
+    """`nash-jax plan` compiles its step on abstract arrays; here the step the recipe really built
+    (its loaded policy, optimiser, train state and shardings, with the non-default train fields) is
+    compiled on real arrays of the planned batch: the two memory analyses must agree exactly."""
+    config, _, step, state = started
+    result = planning.plan(config)
+    planned = planning.plan_inputs(config).step
+    shapes = plan.abstract_batch(planned.objective, planned.rows, planned.length, step.mesh)
+    batch = step.place_global({f: np.zeros(s.shape, s.dtype) for f, s in shapes.items()})
+    expected = plan.compiled_memory(step.jitted.lower(state, batch).compile())
+    assert result["compiled"] == expected, (result["compiled"], expected)
+    assert result["devices"] == step.mesh.devices.size and result["micro_batches"] == 2
+
+
+def test_sppo_honours_the_train_fields(tmp_path, monkeypatch):
+    """SPPO trains offline (recipes/loop.fit_rows), not through the online layer: the same fields must
+    reach the step factory and the loop fit_rows calls (the warm start's own fit is skipped)."""
     seen = {}
 
     def make_step(objective, *args, micro_batches, logprob_chunk, **hyperparameters):
@@ -62,32 +123,31 @@ def test_every_online_recipe_honours_the_train_fields(recipe, extra, tmp_path, m
         return object()  # never called: the loop stops first
 
     def train_loop(run, stage, *, max_skipped_fraction, checkpoint_every, **kwargs):
-        seen.update(max_skipped_fraction=max_skipped_fraction, checkpoint_every=checkpoint_every)
+        seen.update(stage=stage, max_skipped_fraction=max_skipped_fraction, checkpoint_every=checkpoint_every)
         raise Stopped
 
     monkeypatch.setattr(preparation, "fit_rows", lambda run, stage, model, rows, **kwargs: model)
-    monkeypatch.setattr(online, "make_step", make_step)
-    monkeypatch.setattr(online, "train_loop", train_loop)
-    config = load_config(configs(tmp_path)[recipe], [f"run_dir={tmp_path / 'run'}", *FIELDS,
-                                                     "train.checkpoint_every=3", *extra])
-    assert config.recipe == recipe
+    monkeypatch.setattr(loop, "make_step", make_step)
+    monkeypatch.setattr(loop, "train_loop", train_loop)
+    config = load_config(small_config(tmp_path, name="sppo_fields"),
+                         [f"run_dir={tmp_path / 'run'}", *FIELDS, "train.batch_size=16",
+                          "train.checkpoint_every=3"])
     with pytest.raises(Stopped):
         recipes.run(config)
-    assert seen == {"objective": OBJECTIVES[recipe](config), "hyperparameters": HYPERPARAMETERS[recipe](config),
-                    "micro_batches": 2, "logprob_chunk": 8, "max_skipped_fraction": 0.25,
+    assert seen == {"objective": "sppo", "hyperparameters": {"eta": config.sppo.eta}, "micro_batches": 2,
+                    "logprob_chunk": 8, "stage": "iter_0", "max_skipped_fraction": 0.25,
                     "checkpoint_every": 3}, seen
-    planned = recipes.plan_inputs(config)["step"]  # what `nash-jax plan` sizes is the step that runs
-    assert (planned.objective, planned.hyperparameters) == (seen["objective"], seen["hyperparameters"])
 
 
-@pytest.mark.parametrize("name, objective, rows", [
-    ("demo", "sppo", 32), ("nash_md_demo", "nash_md_pg", 32), ("kuhn_demo", "pg_kl", 256),
-    ("proposer_solver_demo", "pg_kl", 80), ("proposer_solver_document", "pg", 80),
-    ("grpo_demo", "pg_kl", 64)])
-def test_plan_sizes_each_shipped_recipes_own_step(name, objective, rows):
-    """`nash-jax plan` on every shipped demo: its recipe's objective and rows per update, built-in
-    models included (the Kuhn demo's is the games tokenizer's; 64 games × 3 turns at most = 192, bucketed to 256)."""
+@pytest.mark.parametrize("name, objective, rows, length", [
+    ("demo", "sppo", 32, 64), ("nash_md_demo", "nash_md_pg", 32, 64), ("kuhn_demo", "pg_kl", 256, 64),
+    ("proposer_solver_demo", "pg_kl", 80, 128), ("proposer_solver_document", "pg", 80, 128),
+    ("grpo_demo", "pg_kl", 64, 64)])
+def test_plan_sizes_each_shipped_recipes_own_step(name, objective, rows, length):
+    """`nash-jax plan` on every shipped demo: its recipe's objective, rows and tokens per update,
+    built-in models included (the Kuhn demo's is the games tokenizer's; 64 games × 3 turns at most =
+    192, bucketed to 256, of data.max_prompt_tokens 32 + 4 new tokens, bucketed to 64)."""
     config = load_config(CONFIGS / f"{name}.yaml")
-    result = plan.plan(config, devices=1, compile_step=False, **recipes.plan_inputs(config))
-    assert (result["objective"], result["batch_size"]) == (objective, rows), result
+    result = planning.plan(config, devices=1, compile_step=False)
+    assert (result["objective"], result["batch_size"], result["length"]) == (objective, rows, length), result
     assert result["parameters_count"] > 0 and "builtin:" in result["model"]

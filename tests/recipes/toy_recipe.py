@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from nash_jax import data, reporting, runs
+from nash_jax import data, runs
 from nash_jax.setup import components
 from nash_jax.judges.base import RewardModel
-from nash_jax.recipes import Recipe, register
+from nash_jax.recipes import Recipe, iterates_report, register
 from nash_jax.recipes.loop import train_loop
 from nash_jax.setup.components import optimizer_config
 from nash_jax.recipes.preparation import prepare
@@ -59,10 +59,11 @@ def run_toy(config, run):
                                              batch_sizes={"toy_reinforce.prompts_per_step": toy.prompts_per_step})
     reward = StyleReward(toy.style)
     if not run.done(STAGE):
-        ids, kept, _ = components.encode_prompts(config, tokenizer, splits.iterations[0], "toy prompts")
+        ids, kept, _ = components.encode_prompts(config.data, tokenizer, splits.iterations[0], "toy prompts")
         texts = [splits.iterations[0][i] for i in kept]
-        initial = components.load_policy(components.initial_policy_dir(config, run), config, mesh)
-        tx, schedule = make_optimizer(optimizer_config(config, toy.steps))
+        initial_dir = components.initial_policy_dir(config.model.path, run)
+        initial = components.load_policy(initial_dir, config.model, mesh)
+        tx, schedule = make_optimizer(optimizer_config(config.train.optimizer, toy.steps))
         model_def, state, shardings = init_train_state(initial, tx, mesh=mesh, seed=config.seed)
         step_fn = make_step("toy_reinforce", model_def, tx, schedule, shardings, mesh)
         batches = iter(data.batches(list(zip(texts, ids)), toy.prompts_per_step, epochs=toy.steps,
@@ -88,14 +89,14 @@ def run_toy(config, run):
                                   extra={"baseline": jnp.float32(0.0)},
                                   checkpoint_every=config.train.checkpoint_every)
         components.export_policy(model_def.merge(state.params), run / "iter_0" / "policy",
-                                 components.tokenizer_source(config, run))
+                                 components.tokenizer_source(config.model, run))
         run.finish(STAGE, ["iter_0/policy"], baseline=float(extra["baseline"]))
     metrics = runs.read_metrics(run / "metrics.jsonl")
-    return reporting.evaluate_and_write(
-        config, run, iterates=[("pi_0", components.initial_policy_dir(config, run)),
+    return iterates_report.evaluate_and_write(
+        config, run, iterates=[("pi_0", components.initial_policy_dir(config.model.path, run)),
                                ("pi_1", run / "iter_0" / "policy")],
         eval_prompts=splits.eval, tokenizer=tokenizer, judge=judge, mesh=mesh,
-        iterations=[{"iteration": 0, **reporting.loss_curve(metrics, STAGE)}])
+        iterations=[{"iteration": 0, **iterates_report.loss_curve(metrics, STAGE)}])
 
 
 register(Recipe(name="toy_reinforce", run=run_toy, section="toy_reinforce", section_type=ToyConfig))

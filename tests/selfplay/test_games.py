@@ -144,6 +144,35 @@ def logprobs_putting(evaluator, vocab, probs, legal_share=0.9):
     return np.log(np.maximum(out, 1e-300))
 
 
+def test_a_prompt_longer_than_data_max_prompt_tokens_is_refused_naming_the_state(tokenizer):
+    """The training step (and `nash-jax plan`) is sized for prompts up to data.max_prompt_tokens; the
+    player refuses a longer one before generating (so no model is needed here)."""
+    game = games.TextGame("kuhn_poker")
+    state = game.new_state(np.random.default_rng(0))
+    ids = games.encode_prompt(tokenizer, game.prompt(state))
+    length = len(ids)
+    games.check_prompt_lengths([(game, state)], [ids], length)  # up to the limit: accepted
+    short = games.ModelPlayer(None, tokenizer, key=None, mesh=None, max_new_tokens=4,
+                              max_prompt_tokens=length - 1)
+    with pytest.raises(ValueError, match=f"kuhn_poker: the prompt at state .* is {length} tokens, over "
+                                         f"data.max_prompt_tokens={length - 1}"):
+        short.moves([(game, state)], 0)
+
+
+def test_the_kuhn_demo_bounds_every_prompt_it_can_meet(tokenizer):
+    """configs/kuhn_demo.yaml's data.max_prompt_tokens (what its plan sizes) holds every information
+    state's prompt."""
+    import yaml
+
+    from tests.recipes.conftest import CONFIGS
+
+    bound = yaml.safe_load((CONFIGS / "kuhn_demo.yaml").read_text())["data"]["max_prompt_tokens"]
+    game = games.TextGame("kuhn_poker")
+    _, states = games.information_states(game.game)
+    longest = max(len(games.encode_prompt(tokenizer, game.prompt(s))) for s in states)
+    assert longest <= bound, (longest, bound)
+
+
 def test_kuhn_nash_policy_read_from_logits_has_zero_exploitability(tokenizer):
     evaluator = game_eval.ExactEvaluator.build(games.TextGame("kuhn_poker"), tokenizer)
     assert sorted(evaluator.keys) == sorted(KUHN_NASH_BET)

@@ -3,7 +3,8 @@ generation batched across every game waiting for a move, against the same games 
 time (one generate call per move), on the demo's warm-started policy.
 
   game_selfplay_play: play only (games_per_step games), batched vs one game at a time.
-  game_selfplay_step: the whole step (play, role-conditioned advantages, pg update), batched.
+  game_selfplay_step: the whole step (play, role-conditioned advantages, one update of the recipe's
+                      own step, online.start's: pg_kl with π_0's log-probs when kl_coef > 0), batched.
 
 Compilation (the first call of each) is reported apart as compile_s.
 
@@ -16,7 +17,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import jax.numpy as jnp
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,15 +24,14 @@ sys.path.insert(0, str(ROOT))
 
 from common import emit, timings  # noqa: E402
 
-from nash_jax import parallel, runs
-from nash_jax.setup import components  # noqa: E402
+from nash_jax import parallel, runs  # noqa: E402
 from nash_jax.config import load_config  # noqa: E402
 from nash_jax.recipes import game_selfplay as recipe  # noqa: E402
-from nash_jax.setup.components import optimizer_config  # noqa: E402
-from nash_jax.runs import RunDir  # noqa: E402
+from nash_jax.recipes.online import start  # noqa: E402
 from nash_jax.rollout.sampling import pad_id_of  # noqa: E402
+from nash_jax.runs import RunDir  # noqa: E402
 from nash_jax.selfplay import games as games_lib  # noqa: E402
-from nash_jax.train import init_train_state, make_optimizer, make_step  # noqa: E402
+from nash_jax.setup import components  # noqa: E402
 
 
 def main():
@@ -46,66 +45,77 @@ def main():
         config = dataclasses.replace(config, imports=[])
         run = RunDir(tmp)
         (game,) = recipe.make_games(config)
-        mesh = components.make_mesh(config, {})
-        tokenizer = components.load_policy_tokenizer(config, run)
+        mesh = components.make_mesh(config.mesh, config.train.micro_batches, {})
+        tokenizer = components.load_policy_tokenizer(config.model, run)
         recipe.warm_start(config, run, tokenizer, [game], mesh)
-        model = components.load_policy(components.initial_policy_dir(config, run), config, mesh)
         n = args.games or config.game_selfplay.games_per_step
         rounds = iter(range(10_000))
+        bench_play(config, run, game, tokenizer, mesh, n, rounds, args)
+        bench_step(config, run, game, tokenizer, mesh, n, rounds, args.repeats)
 
-        def player():
-            return recipe.model_player(config, model, tokenizer,
-                                       runs.stage_key(0, 0, "bench", next(rounds)), mesh)
 
-        def batched():
-            p = player()
-            return games_lib.play([(game, (p, p))] * n, np.random.default_rng(next(rounds)))
+def bench_play(config, run, game, tokenizer, mesh, n, rounds, args):
+    """game_selfplay_play: n games batched against args.sequential_games played one at a time."""
+    model = components.load_policy(components.initial_policy_dir(config.model.path, run), config.model, mesh)
 
-        def one_at_a_time():
-            p = player()
-            rng = np.random.default_rng(next(rounds))
-            return [r for _ in range(args.sequential_games) for r in games_lib.play([(game, (p, p))], rng)]
+    def player():
+        return recipe.model_player(config, model, tokenizer, runs.stage_key(0, 0, "bench", next(rounds)),
+                                   mesh)
 
-        turns = np.mean([len(r.turns) for r in batched()])
-        compile_s, times = timings(batched, repeats=args.repeats)
-        peer_compile_s, peer_times = timings(one_at_a_time, repeats=1)
-        ours_s, peer_s = min(times), min(peer_times)
-        games_per_s, peer_games_per_s = n / ours_s, args.sequential_games / peer_s
-        emit(case="game_selfplay_play", game=game.name, games=n, mean_turns=round(float(turns), 3),
-             games_per_s=round(games_per_s, 1), turns_per_s=round(games_per_s * turns, 1),
-             time_s=round(ours_s, 3), compile_s=round(compile_s, 2),
-             peer="the same games one at a time (one generate call per move)",
-             peer_games=args.sequential_games, peer_games_per_s=round(peer_games_per_s, 2),
-             peer_turns_per_s=round(peer_games_per_s * turns, 1),
-             ratio=round(games_per_s / peer_games_per_s, 2), fraction_of_peak=None)
+    def batched():
+        p = player()
+        return games_lib.play([(game, (p, p))] * n, np.random.default_rng(next(rounds)))
 
-        g = config.game_selfplay
-        tx, schedule = make_optimizer(optimizer_config(config, 100))
-        model_def, state, shardings = init_train_state(model, tx, mesh=mesh, seed=0)
-        step_fn = make_step("pg", model_def, tx, schedule, shardings, mesh, clip_low=g.clip_low,
-                            clip_high=g.clip_high, aggregation=g.aggregation,
-                            max_len=config.sampling.max_new_tokens)
-        holder = {"state": state, "baselines": jnp.zeros(2, jnp.float32)}
-        played = {}
+    def one_at_a_time():
+        p = player()
+        rng = np.random.default_rng(next(rounds))
+        return [r for _ in range(args.sequential_games) for r in games_lib.play([(game, (p, p))], rng)]
 
-        def step():
-            p = recipe.model_player(config, model_def.merge(holder["state"].params), tokenizer,
-                                    runs.stage_key(0, 0, "bench_step", next(rounds)), mesh)
-            records = games_lib.play([(game, (p, p))] * n, np.random.default_rng(next(rounds)))
-            trajectories, _, a, holder["baselines"] = recipe.trajectory_advantages(
-                records, holder["baselines"], {game.name: 0}, mode=g.advantage, decay=g.rae_decay)
-            rows = recipe.turn_rows(trajectories, a, gamma=g.gamma, drop_zero=True)
-            batch = step_fn.place_global(recipe.pg_batch(rows, pad_id_of(tokenizer),
-                                                         parallel.data_shards(mesh)))
-            holder["state"], metrics = step_fn.jitted(holder["state"], batch)
-            float(metrics["loss"])
-            played["turns"] = sum(len(r.turns) for r in records)
+    turns = np.mean([len(r.turns) for r in batched()])
+    compile_s, times = timings(batched, repeats=args.repeats)
+    peer_compile_s, peer_times = timings(one_at_a_time, repeats=1)
+    ours_s, peer_s = min(times), min(peer_times)
+    games_per_s, peer_games_per_s = n / ours_s, args.sequential_games / peer_s
+    emit(case="game_selfplay_play", game=game.name, games=n, mean_turns=round(float(turns), 3),
+         games_per_s=round(games_per_s, 1), turns_per_s=round(games_per_s * turns, 1),
+         time_s=round(ours_s, 3), compile_s=round(compile_s, 2),
+         peer="the same games one at a time (one generate call per move)",
+         peer_games=args.sequential_games, peer_games_per_s=round(peer_games_per_s, 2),
+         peer_turns_per_s=round(peer_games_per_s * turns, 1),
+         ratio=round(games_per_s / peer_games_per_s, 2), fraction_of_peak=None)
 
-        compile_s, times = timings(step, repeats=args.repeats)
-        step_s = min(times)
-        emit(case="game_selfplay_step", game=game.name, games=n, step_s=round(step_s, 3),
-             games_per_s=round(n / step_s, 1), turns_per_s=round(played["turns"] / step_s, 1),
-             compile_s=round(compile_s, 2), peer=None, ratio=None, fraction_of_peak=None)
+
+def bench_step(config, run, game, tokenizer, mesh, n, rounds, repeats):
+    """game_selfplay_step: play n games, credit them and take one update of the recipe's own step."""
+    g, planned = config.game_selfplay, recipe.plan_step(config, [game])
+    online = start(config, run, mesh, initial_dir=components.initial_policy_dir(config.model.path, run),
+                   tokenizer_dir=components.tokenizer_source(config.model, run),
+                   objective=planned.objective, total_steps=100, **planned.hyperparameters)
+    step_fn, reference = online.step_fn, online.reference_logprobs() if g.kl_coef > 0 else None
+    holder = {"state": online.state, "baselines": np.zeros(2, np.float32)}
+    played = {}
+
+    def step():
+        p = recipe.model_player(config, online.model_def.merge(holder["state"].params), tokenizer,
+                                runs.stage_key(0, 0, "bench_step", next(rounds)), mesh)
+        records = games_lib.play([(game, (p, p))] * n, np.random.default_rng(next(rounds)))
+        trajectories, _, a, holder["baselines"] = recipe.trajectory_advantages(
+            records, holder["baselines"], {game.name: 0}, mode=g.advantage, decay=g.rae_decay)
+        rows = recipe.turn_rows(trajectories, a, gamma=g.gamma, drop_zero=True)
+        batch = recipe.pg_batch(rows, pad_id_of(tokenizer),
+                                parallel.data_shards(mesh) * config.train.micro_batches)
+        if reference is not None:  # π_0's log-probs for the KL penalty: part of the update
+            batch["ref_logp"] = reference(step_fn, batch)
+        holder["state"], metrics = step_fn.jitted(holder["state"], step_fn.place_global(batch))
+        float(metrics["loss"])
+        played["turns"] = sum(len(r.turns) for r in records)
+
+    compile_s, times = timings(step, repeats=repeats)
+    step_s = min(times)
+    emit(case="game_selfplay_step", game=game.name, games=n, step_s=round(step_s, 3),
+         games_per_s=round(n / step_s, 1), turns_per_s=round(played["turns"] / step_s, 1),
+         compile_s=round(compile_s, 2), objective=planned.objective, peer=None, ratio=None,
+         fraction_of_peak=None)
 
 
 if __name__ == "__main__":

@@ -15,21 +15,22 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import jax
 import numpy as np
 
 from common import emit
 from nash_jax import runs
-from nash_jax.setup import components
 from nash_jax.config import load_config
 from nash_jax.recipes import proposer_solver as ps
-from nash_jax.setup.components import optimizer_config
+from nash_jax.recipes.online import start
 from nash_jax.runs import RunDir
 from nash_jax.selfplay import answer_sources
-from nash_jax.train import init_train_state, make_optimizer, make_step
+from nash_jax.setup import components
 
 ROOT = Path(__file__).resolve().parents[2]
+STAGES = ("propose", "solve", "reward", "update")
 
 
 def main():
@@ -41,73 +42,90 @@ def main():
         config = load_config(ROOT / "configs" / "proposer_solver_demo.yaml",
                              [f"run_dir={tmp}/run", f"warm_start.steps={args.warm_steps}",
                               "imports=[nash_jax.recipes.proposer_solver]"])
-        run = RunDir(config.run_dir)
-        p = config.proposer_solver
-        capacity = ps.rows_per_step(p)
-        mesh = components.make_mesh(config, {"rows": capacity})
-        tokenizer = components.load_policy_tokenizer(config, run)
-        task = ps.task_data(config, run)
-        ps.warm_start(config, run, tokenizer, mesh, task)
-        game = ps.Game(config, tokenizer, mesh, answer_sources.answer_source(p.answer_source, p.task.name))
-        model = components.load_policy(run / "init" / "policy", config, mesh)
-        tx, schedule = make_optimizer(optimizer_config(config, p.steps))
-        model_def, state, shardings = init_train_state(model, tx, mesh=mesh, seed=config.seed)
-        kl = {"kl_coef": p.kl_coef} if p.kl_coef > 0 else {}  # as the recipe builds its step
-        step_fn = make_step("pg_kl" if kl else "pg", model_def, tx, schedule, shardings, mesh,
-                            clip_low=p.clip_low, clip_high=p.clip_high, aggregation=p.aggregation,
-                            max_len=max(p.proposer_max_tokens, p.solver_max_tokens), **kl)
-        reference = ps.reference_logprobs(model_def, ps._copy(state.params)) if kl else None
-        held = ps.heldout_texts(task)
-        timer = {}
-
-        def timed(name, fn):
-            def wrapped(*a, **k):
-                start = time.perf_counter()
-                out = fn(*a, **k)
-                timer[name] = timer.get(name, 0.0) + time.perf_counter() - start
-                return out
-            return wrapped
-
-        game.propose, game.solve = timed("propose", game.propose), timed("solve", game.solve)
-        records = []
+        bench = set_up(config, RunDir(config.run_dir))
+        state, records = bench.online.state, []
         for step in range(1 + args.repeats):
-            timer.clear()
-            start = time.perf_counter()
-            rng = np.random.default_rng([config.seed, step])
-            sources = [task.sources[i] for i in rng.choice(len(task.sources), p.sources_per_step,
-                                                           replace=False)]
-            policy = model_def.merge(state.params)
-            rnd = ps.play(config, game, sources, policy, policy, step, held,
-                          propose_key=runs.stage_key(config.seed, 0, "propose", step),
-                          solve_key=runs.stage_key(config.seed, 0, "solve", step))
-            rows, _ = ps.learner_rows(config, game, rnd, capacity, True, True)
-            batch = ps.learner_batch(rows, tokenizer.pad_token_id, capacity)
-            played = time.perf_counter() - start
-            update_start = time.perf_counter()
-            if reference is not None:  # log π_0 per token for the KL penalty: part of the update
-                batch["ref_logp"] = reference(step_fn, batch)
-            state, metrics = step_fn.jitted(state, step_fn.place_global(batch))
-            jax.block_until_ready(metrics["loss"])
-            update = time.perf_counter() - update_start
-            total = time.perf_counter() - start
-            solvers = sum(len(e.rollouts) - 1 for e in rnd.episodes)
-            records.append({"propose_s": timer["propose"], "solve_s": timer.get("solve", 0.0),
-                            "reward_s": played - timer["propose"] - timer.get("solve", 0.0),
-                            "update_s": update, "step_s": total, "proposals": len(rnd.proposals),
-                            "solver_rollouts": solvers, "rows": len(rows)})
-        first, rest = records[0], records[1:]
-        median = {k: statistics.median(r[k] for r in rest) for k in first}
-        rollouts = median["proposals"] + median["solver_rollouts"]
-        common = dict(jax_backend=jax.default_backend(), devices=len(jax.devices()), peer=None, ratio=None,
-                      fraction_of_peak=None)
-        for stage in ("propose", "solve", "reward", "update"):
-            emit(case=f"proposer_solver_demo_{stage}", median_s=round(median[f"{stage}_s"], 4),
-                 compile_s=round(first[f"{stage}_s"] - median[f"{stage}_s"], 3), **common)
-        emit(case="proposer_solver_demo_step", median_step_s=round(median["step_s"], 4),
-             compile_s=round(first["step_s"] - median["step_s"], 3),
-             proposals=median["proposals"], solver_rollouts=median["solver_rollouts"],
-             trained_rows=median["rows"], rollouts_per_s=round(rollouts / median["step_s"], 1),
-             repeats=args.repeats, **common)
+            state, record = one_step(config, bench, state, step)
+            records.append(record)
+    report(records, args.repeats)
+
+
+def set_up(config, run):
+    """The demo's warm-started policy, its game and the recipe's own step (online.start, the step
+    `plan_step` describes: pg_kl with π_0's log-probs when kl_coef > 0), with the game's propose and
+    solve calls timed into `timer`."""
+    p = config.proposer_solver
+    capacity = ps.rows_per_step(p)
+    mesh = components.make_mesh(config.mesh, config.train.micro_batches, {"rows": capacity})
+    tokenizer = components.load_policy_tokenizer(config.model, run)
+    task = ps.task_data(config, run)
+    ps.warm_start(config, run, tokenizer, mesh, task)
+    game = ps.Game(config, tokenizer, mesh, answer_sources.answer_source(p.answer_source, p.task.name))
+    step = ps.plan_step(config)
+    online = start(config, run, mesh, initial_dir=components.initial_policy_dir(config.model.path, run),
+                   tokenizer_dir=components.tokenizer_source(config.model, run),
+                   objective=step.objective, total_steps=p.steps, **step.hyperparameters)
+    timer = {}
+    game.propose, game.solve = _timed(timer, "propose", game.propose), _timed(timer, "solve", game.solve)
+    return SimpleNamespace(game=game, task=task, online=online, capacity=capacity, timer=timer,
+                           held=ps.heldout_texts(task), pad_id=tokenizer.pad_token_id,
+                           reference=online.reference_logprobs() if p.kl_coef > 0 else None)
+
+
+def _timed(timer, name, fn):
+    def wrapped(*args, **kwargs):
+        start_s = time.perf_counter()
+        out = fn(*args, **kwargs)
+        timer[name] = timer.get(name, 0.0) + time.perf_counter() - start_s
+        return out
+    return wrapped
+
+
+def one_step(config, bench, state, step):
+    """One training step on fresh sources and keys: (the new state, its stage times and counts)."""
+    p, timer, step_fn = config.proposer_solver, bench.timer, bench.online.step_fn
+    timer.clear()
+    start_s = time.perf_counter()
+    rng = np.random.default_rng([config.seed, step])
+    sources = [bench.task.sources[i] for i in rng.choice(len(bench.task.sources), p.sources_per_step,
+                                                         replace=False)]
+    policy = bench.online.model_def.merge(state.params)
+    rnd = ps.play(config, bench.game, sources, policy, policy, step, bench.held,
+                  propose_key=runs.stage_key(config.seed, 0, "propose", step),
+                  solve_key=runs.stage_key(config.seed, 0, "solve", step))
+    rows, _ = ps.learner_rows(config, bench.game, rnd, bench.capacity, True, True)
+    played = time.perf_counter() - start_s
+    update_start = time.perf_counter()
+    if rows is not None:  # no trainable row: the recipe skips the update too
+        batch = ps.learner_batch(rows, bench.pad_id, bench.capacity)
+        if bench.reference is not None:  # log π_0 per token for the KL penalty: part of the update
+            batch["ref_logp"] = bench.reference(step_fn, batch)
+        state, metrics = step_fn.jitted(state, step_fn.place_global(batch))
+        jax.block_until_ready(metrics["loss"])
+    update = time.perf_counter() - update_start
+    propose, solve = timer["propose"], timer.get("solve", 0.0)
+    return state, {"propose_s": propose, "solve_s": solve, "reward_s": played - propose - solve,
+                   "update_s": update, "step_s": time.perf_counter() - start_s,
+                   "proposals": len(rnd.proposals), "rows": len(rows or []),
+                   "solver_rollouts": sum(len(e.rollouts) - 1 for e in rnd.episodes)}
+
+
+def report(records, repeats):
+    """One JSON line per stage and one for the whole step: the median of the repeats, and the first
+    step's excess as its compilation."""
+    first, rest = records[0], records[1:]
+    median = {k: statistics.median(r[k] for r in rest) for k in first}
+    rollouts = median["proposals"] + median["solver_rollouts"]
+    common = dict(jax_backend=jax.default_backend(), devices=len(jax.devices()), peer=None, ratio=None,
+                  fraction_of_peak=None)
+    for stage in STAGES:
+        emit(case=f"proposer_solver_demo_{stage}", median_s=round(median[f"{stage}_s"], 4),
+             compile_s=round(first[f"{stage}_s"] - median[f"{stage}_s"], 3), **common)
+    emit(case="proposer_solver_demo_step", median_step_s=round(median["step_s"], 4),
+         compile_s=round(first["step_s"] - median["step_s"], 3),
+         proposals=median["proposals"], solver_rollouts=median["solver_rollouts"],
+         trained_rows=median["rows"], rollouts_per_s=round(rollouts / median["step_s"], 1),
+         repeats=repeats, **common)
 
 
 if __name__ == "__main__":

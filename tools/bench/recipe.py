@@ -84,7 +84,7 @@ def torch_train(model, examples, config, pad_id):
     train = config.train
     rows = [dict(zip(examples, values)) for values in zip(*examples.values())]
     steps = data.num_batches(len(rows), train.batch_size, epochs=train.epochs, drop_remainder=True)
-    o = optimizer_config(config, steps)  # the recipe's optimiser, b1, b2 and eps included
+    o = optimizer_config(config.train.optimizer, steps)  # the recipe's optimiser, b1, b2 and eps included
     if o.name != "adamw":
         raise ValueError(f"train.optimizer.name={o.name!r}; the PyTorch peer runs adamw only")
     opt = torch.optim.AdamW(model.parameters(), lr=o.learning_rate, betas=(o.b1, o.b2), eps=o.eps,
@@ -116,7 +116,7 @@ def bench_iteration(config, case):
     prompts = runs.read_table(run_dir / "iter_0" / "prompts.parquet")["prompt_ids"]
     examples = runs.read_table(run_dir / "iter_0" / "examples.parquet")
     steps = [m for m in read_metrics(run_dir / "metrics.jsonl") if m["stage"] == "iter_0"]
-    policy_dir = components.initial_policy_dir(config, run_dir)
+    policy_dir = components.initial_policy_dir(config.model.path, run_dir)
     s = config.sampling
     counts = dict(prompts=len(prompts), samples=len(prompts) * s.num_samples,
                   examples=len(examples["prompt_ids"]))
@@ -136,9 +136,9 @@ def bench_generate(config, stages, policy_dir, prompt_ids, case, **counts):
     peer_generate = time.perf_counter() - start
     ours = stages["iter_0/generate"]["seconds"]
     # the same stage once compiled: sample_rows again, in this process, on the same policy
-    mesh = components.make_mesh(config, {})
-    policy = components.load_policy(policy_dir, config, mesh)
-    tokenizer_ours = components.load_policy_tokenizer(config, RunDir(config.run_dir))
+    mesh = components.make_mesh(config.mesh, config.train.micro_batches, {})
+    policy = components.load_policy(policy_dir, config.model, mesh)
+    tokenizer_ours = components.load_policy_tokenizer(config.model, RunDir(config.run_dir))
     # (a freshly loaded policy compiles again: the first call is warm-up, the second is timed)
     _, (steady,) = timings(lambda: sample_rows(
         policy, tokenizer_ours, prompt_ids, num_samples=s.num_samples, sampling=s, mesh=mesh,

@@ -49,7 +49,7 @@ def run_game_selfplay(config, run):
     g = config.game_selfplay
     text_games = make_games(config)
     mesh = preparation.fitting_mesh(config, {"warm_start.batch_size": config.warm_start.batch_size})
-    tokenizer = components.load_policy_tokenizer(config, run)
+    tokenizer = components.load_policy_tokenizer(config.model, run)
     if config.model.path == BUILTIN_GAME:
         warm_start(config, run, tokenizer, text_games, mesh)
     evaluators = {t.name: e for t in text_games

@@ -7,7 +7,8 @@ from nash_jax.selfplay import games as games_lib
 def model_player(config, model, tokenizer, key, mesh):
     s = config.sampling
     return games_lib.ModelPlayer(model, tokenizer, key=key, mesh=mesh, max_new_tokens=s.max_new_tokens,
-                                 temperature=s.temperature, top_p=s.top_p, top_k=s.top_k)
+                                 temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
+                                 max_prompt_tokens=config.data.max_prompt_tokens)
 
 
 def exact_metrics(evaluators, model, mesh, pad_id):

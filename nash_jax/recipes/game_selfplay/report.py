@@ -20,7 +20,7 @@ from nash_jax.selfplay import games as games_lib
 
 
 def iterates(config, run):
-    return [("pi_0", components.initial_policy_dir(config, run))] + [
+    return [("pi_0", components.initial_policy_dir(config.model.path, run))] + [
         (f"pi_{k + 1}", run / f"iter_{k}" / "policy") for k in range(config.game_selfplay.snapshots)]
 
 
@@ -32,7 +32,7 @@ def write_report(config, run, text_games, tokenizer, evaluators, mesh):
     if run.done("eval/tournament"):
         played = json.loads(tournament_path.read_text())
     else:
-        models = [components.load_policy(path, config, mesh) for _, path in iterates(config, run)]
+        models = [components.load_policy(path, config.model, mesh) for _, path in iterates(config, run)]
         players = [(label, model_player(config, m, tokenizer,
                                         stage_key(config.seed, i, "tournament"), mesh))
                    for i, (label, m) in enumerate(zip(labels, models))]

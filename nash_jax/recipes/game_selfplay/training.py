@@ -21,8 +21,8 @@ def train(config, run, text_games, tokenizer, evaluators, mesh):
     g = config.game_selfplay
     pad_id = pad_id_of(tokenizer)
     step = plan_step(config, text_games)
-    online = start(config, run, mesh, initial_dir=components.initial_policy_dir(config, run),
-                   tokenizer_dir=components.tokenizer_source(config, run), objective=step.objective,
+    online = start(config, run, mesh, initial_dir=components.initial_policy_dir(config.model.path, run),
+                   tokenizer_dir=components.tokenizer_source(config.model, run), objective=step.objective,
                    total_steps=g.steps * g.epochs, **step.hyperparameters)
     model_def, step_fn = online.model_def, online.step_fn
     reference = online.reference_logprobs() if g.kl_coef > 0 else None
@@ -84,7 +84,8 @@ def play_metrics(records, text_games, rewards, advantages, kept):
 
 def plan_step(config, text_games=None):
     """One update at its largest: every turn of games_per_step games of each game played to max_turns
-    (the batch is the kept turns, bucketed)."""
+    (the batch is the kept turns, bucketed), each of data.max_prompt_tokens prompt tokens at most (the
+    player refuses a longer prompt) and sampling.max_new_tokens response tokens."""
     g = config.game_selfplay
     turns = sum(g.games_per_step * t.max_turns for t in text_games or make_games(config))
     kl = {"kl_coef": g.kl_coef} if g.kl_coef > 0 else {}

@@ -6,6 +6,7 @@ import numpy as np
 
 from nash_jax import reporting
 from nash_jax.setup import components
+from nash_jax.recipes import iterates_report
 from nash_jax.recipes.grpo.config import STAGE
 from nash_jax.runs.metrics import read_metrics
 
@@ -13,12 +14,12 @@ HELDOUT_REWARD = "heldout_reward"
 
 
 def iterates(config, run):
-    return [("pi_0", components.initial_policy_dir(config, run))] + [
+    return [("pi_0", components.initial_policy_dir(config.model.path, run))] + [
         (f"pi_{k + 1}", run / f"iter_{k}" / "policy") for k in range(config.grpo.snapshots)]
 
 
 def write_report(config, run, eval_prompts, tokenizer, reward, mesh):
-    return reporting.evaluate_and_write(
+    return iterates_report.evaluate_and_write(
         config, run, iterates=iterates(config, run), eval_prompts=eval_prompts, tokenizer=tokenizer,
         judge=reward, mesh=mesh, iterations=segment_summaries(config, run),
         response_metrics=lambda prompts, responses: heldout_reward(reward, prompts, responses))
@@ -42,7 +43,7 @@ def segment_summaries(config, run):
     for k in range(config.grpo.snapshots):
         rewards = [m["reward_mean"] for m in metrics
                    if m["stage"] == STAGE and k * per < m["step"] <= (k + 1) * per]
-        out.append({"iteration": k, **reporting.loss_curve(metrics, STAGE, k * per, (k + 1) * per),
+        out.append({"iteration": k, **iterates_report.loss_curve(metrics, STAGE, k * per, (k + 1) * per),
                     "reward_mean": float(np.mean(rewards)) if rewards else None})
     return out
 

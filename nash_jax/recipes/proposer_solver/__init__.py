@@ -64,7 +64,7 @@ def run_proposer_solver(config, run):
     mesh = preparation.fitting_mesh(config, {"proposer_solver rows per step (sources_per_step × "
                                              "proposals_per_source × (1 + solvers_per_problem))":
                                              rows_per_step(ps)})
-    tokenizer = components.load_policy_tokenizer(config, run)
+    tokenizer = components.load_policy_tokenizer(config.model, run)
     task = task_data(config, run)
     source = answer_sources.answer_source(ps.answer_source, ps.task.name)
     if config.model.path == BUILTIN_PROPOSER_SOLVER:

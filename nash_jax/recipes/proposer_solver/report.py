@@ -17,11 +17,11 @@ def snapshot_table(config, run, task, game, snapshots):
     ps = config.proposer_solver
     labels = ["step_0"] + [f"step_{(k + 1) * ps.steps // ps.anchors.snapshots}"
                            for k in range(len(snapshots))]
-    paths = [components.initial_policy_dir(config, run), *snapshots]
+    paths = [components.initial_policy_dir(config.model.path, run), *snapshots]
     held = heldout_texts(task)
     problems, accuracy = [], []
     for path in paths:
-        model = components.load_policy(path, config, game.mesh)
+        model = components.load_policy(path, config.model, game.mesh)
         _, _, texts = game.propose(model, task.anchor_sources, ps.anchors.proposals_per_source,
                                    stage_key(config.seed, 0, "snapshot_propose"))
         mine = {}
@@ -33,7 +33,7 @@ def snapshot_table(config, run, task, game, snapshots):
         problems.append(sorted(mine.items()))
     key = stage_key(config.seed, 0, "snapshot_solve")
     for path in paths:
-        model = components.load_policy(path, config, game.mesh)
+        model = components.load_policy(path, config.model, game.mesh)
         held_out, *vs = game.accuracies(model, [task.heldout, *problems], key,
                                         f"snapshot table, solver {path}")
         accuracy.append({"heldout": held_out, "vs": vs})

@@ -21,8 +21,8 @@ from nash_jax.rollout.sampling import pad_id_of
 def train(config, run, task, game, snapshots):
     ps, a = config.proposer_solver, config.proposer_solver.anchors
     step = plan_step(config)
-    online = start(config, run, game.mesh, initial_dir=components.initial_policy_dir(config, run),
-                   tokenizer_dir=components.tokenizer_source(config, run), objective=step.objective,
+    online = start(config, run, game.mesh, initial_dir=components.initial_policy_dir(config.model.path, run),
+                   tokenizer_dir=components.tokenizer_source(config.model, run), objective=step.objective,
                    total_steps=ps.steps, **step.hyperparameters)
     model_def, step_fn = online.model_def, online.step_fn
     reference = online.reference_logprobs() if ps.kl_coef > 0 else None

@@ -1,4 +1,5 @@
-"""Evaluation across iterates and the run report (`nash-jax report RUN_DIR`, also the last stage of a run).
+"""Evaluation across iterates and the run report of the preference recipes (`nash-jax report RUN_DIR`,
+also the last stage of a run): its cached eval stages, from the run config; reporting/ writes it.
 
 On held-out prompts, each iterate (the initial policy included) draws `eval.samples_per_prompt`
 responses; sample m of every iterate forms one candidate list per prompt, so one `prob_matrix` call per
@@ -58,10 +59,10 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
     where its task has them (the synthetic task's exploitability); response_metrics(prompts,
     responses [B][M]) -> {name: value}: figures of an iterate's held-out samples (a scalar-reward
     recipe's mean reward), in each per-iterate entry and, π_0 first, as lists at the top level."""
-    ids, kept, _ = components.encode_prompts(config, tokenizer, eval_prompts, "evaluation prompts")
+    ids, kept, _ = components.encode_prompts(config.data, tokenizer, eval_prompts, "evaluation prompts")
     prompts = [eval_prompts[i] for i in kept]
     # π_0, loaded at most once, and only if some iterate's samples still need scoring under it
-    initial_model = functools.cache(lambda: components.load_policy(iterates[0][1], config, mesh))
+    initial_model = functools.cache(lambda: components.load_policy(iterates[0][1], config.model, mesh))
     sample = functools.partial(eval_samples, initial_model=initial_model, policy_metrics=policy_metrics)
     samples = [sample(config, run, i, path, ids, tokenizer, mesh) for i, (_, path) in enumerate(iterates)]
     labels = [label for label, _ in iterates]
@@ -109,8 +110,9 @@ def add_heldout_accuracy(config, run, policies, samples, prompts, ids, tokenizer
     metrics; the rows of all of them joined in RUN_DIR/eval/heldout.jsonl."""
     for i, (label, path) in enumerate(policies):
         samples[i]["exact"] = samples[i]["exact"] | heldout.verify(
-            config, run, label, functools.partial(components.load_policy, path, config, mesh),
-            prompts, ids, tokenizer, mesh)
+            run, label, functools.partial(components.load_policy, path, config.model, mesh),
+            prompts, ids, tokenizer, mesh, verifier=config.eval.verifier, sampling=config.sampling,
+            max_new_tokens=config.eval.max_new_tokens, seed=config.seed)
     heldout.write_all(run, [label for label, _ in policies])
 
 
@@ -212,7 +214,7 @@ def average_iterate(config, run, iterates, mesh, tokenizer):
     if not run.done(stage):
         average_policies([p for _, p in iterates], path, mesh=mesh, dtype=config.model.dtype,
                          param_dtype=config.model.param_dtype,
-                         tokenizer_dir=components.tokenizer_source(config, run))
+                         tokenizer_dir=components.tokenizer_source(config.model, run))
         run.finish(stage, [str(path.relative_to(run.path))], of=[label for label, _ in iterates])
     return path
 
@@ -237,7 +239,7 @@ def reranked_samples(config, run, index, policy_path, prompt_ids, prompts, token
     stage, path = f"eval/{name}", run / "eval" / f"{name}.parquet"
     if run.done(stage):
         return runs.read_table(path) | {"exact": {}}
-    model = components.load_policy(policy_path, config, mesh)
+    model = components.load_policy(policy_path, config.model, mesh)
     columns = sample_rows(
         model, tokenizer, prompt_ids, num_samples=config.eval.samples_per_prompt * n,
         sampling=config.sampling, mesh=mesh, desc=f"eval best-of-{n}",
@@ -259,7 +261,7 @@ def eval_samples(config, run, index, policy_path, prompt_ids, tokenizer, mesh, *
     stage, path = f"eval/samples_{name}", run / "eval" / f"samples_{name}.parquet"
     if run.done(stage):
         return runs.read_table(path) | {"exact": run.info(stage)}
-    model = components.load_policy(policy_path, config, mesh)
+    model = components.load_policy(policy_path, config.model, mesh)
     columns = sample_rows(
         model, tokenizer, prompt_ids, num_samples=config.eval.samples_per_prompt, sampling=config.sampling,
         mesh=mesh, desc=f"eval pi_{index}", max_new_tokens=config.eval.max_new_tokens,
