@@ -16,12 +16,18 @@ def warm_start(config, run, tokenizer, mesh, task):
     """Fit a tiny Llama to demonstrations of both roles and export it as π_0 (stage `init`)."""
     if run.done("init"):
         return
-    w = config.warm_start
+    w, b = config.warm_start, config.bug_injection
     pairs = []
     for bug in task.demonstrations:
         pairs.append((ssr_prompts.injector_prompt(bug.repository.entry, bug.repository.root),
-                      policy_text(bug.artifact)))
-        pairs.append((solver_prompt(bug.artifact, bug.repository), bug.repair_diff))
+                      policy_text(bug.artifact), b.injector_max_tokens))
+        pairs.append((solver_prompt(bug.artifact, bug.repository), bug.repair_diff, b.solver_max_tokens))
+    # a response longer than its role's max tokens (EOS included) is one the policy could never write
+    pairs = [(p, r) for p, r, most in pairs if len(tokenizer(r, add_special_tokens=False)["input_ids"]) < most]
+    if not pairs:
+        raise ValueError(f"bug_injection: none of the {len(task.demonstrations)} demonstrations fits "
+                         f"injector_max_tokens={b.injector_max_tokens} / solver_max_tokens="
+                         f"{b.solver_max_tokens}; raise them")
     ids, _, _ = data.encode_prompts(tokenizer, [prompt for prompt, _ in pairs],
                                     max_tokens=config.data.max_prompt_tokens, too_long="truncate_left",
                                     where="warm-start prompts")

@@ -65,8 +65,8 @@ def task_data(config, run):
         run.finish(DATA_STAGE, ["data/ssr/demonstrations", "data/ssr/heldout"])
     by_entry = {r.entry: r for r in train + heldout}
     anchors = [train[i % len(train)] for i in range(b.anchors.repositories)]
-    return TaskData(train, heldout, _read_bugs(folder / "demonstrations", by_entry),
-                    _read_bugs(folder / "heldout", by_entry), anchors)
+    return TaskData(train, heldout, read_bugs(folder / "demonstrations", by_entry),
+                    read_bugs(folder / "heldout", by_entry), anchors)
 
 
 def _write_bugs(folder, repos, n, seed):
@@ -80,7 +80,7 @@ def _write_bugs(folder, repos, n, seed):
         demo.write(folder / f"{i:03d}_{Path(demo.repository).name}")
 
 
-def _read_bugs(folder, by_entry):
+def read_bugs(folder, by_entry):
     bugs = []
     for directory in sorted(p for p in Path(folder).iterdir() if p.is_dir()):
         artifact = read_artifact_dir(directory)
