@@ -14,6 +14,10 @@ from nash_jax.tasks import code_repositories
 
 TOKENIZER_DIR = Path(__file__).with_name("ssr_tokenizer")
 VOCAB_SIZE = 2048
+# what a model that reads instructions needs to know of the answer's form (selfplay.ssr_artifact)
+INJECTOR_FORMAT = ("write a unified diff of source files in <bug_inject.diff>, one of test files that "
+                   "hides the failures in <test_weaken.diff>, and the oracle test files in <test_files>")
+SOLVER_FORMAT = "write a unified diff of the source files that makes the specification's tests pass"
 
 
 def _files_text(root, names):
@@ -24,7 +28,8 @@ def injector_prompt(repository, root):
     """The injector's prompt: every file of the repository at `root`, then the request."""
     files = code_repositories.repository_files(root)
     wanted = [f for f in files if code_repositories.is_source_file(f) or code_repositories.is_test_file(f)]
-    return _files_text(root, wanted) + f"### task\ninject a bug into {Path(str(repository)).name}\n"
+    return _files_text(root, wanted) + (f"### task\ninject a bug into {Path(str(repository)).name}: "
+                                        f"{INJECTOR_FORMAT}\n")
 
 
 def solver_prompt(folder, specification):
@@ -32,7 +37,7 @@ def solver_prompt(folder, specification):
     the weakened ones and the grader resets them), the reversed weakening patch, then the request."""
     sources = [f for f in code_repositories.repository_files(folder) if code_repositories.is_source_file(f)]
     return (_files_text(folder, sources) + f"### specification\n{specification}"
-            "### task\nrepair the bug\n")
+            f"### task\nrepair the bug: {SOLVER_FORMAT}\n")
 
 
 def training_texts():
