@@ -54,7 +54,8 @@ def whole_run(tmp_path_factory):
 
 def test_a_run_reports_its_anchors_warm_start_first(whole_run):
     tmp, _, result = whole_run
-    assert "held-out repair rate (warm start -> final)" in result.stdout
+    assert "anchor steps: 0, 2 (step 0 = the warm start)" in result.stdout
+    assert "held-out repair rate: " in result.stdout
     report = json.loads((tmp / "whole" / "report.json").read_text())
     anchors = report["anchors"]
     assert anchors["step"] == [0, 2]

@@ -90,7 +90,9 @@ def summary_lines(report):
         values = [v for v in a.get(key, []) if v is not None]
         return " -> ".join(f"{v:.3f}" for v in values) if values else "-"
 
-    return [f"held-out repair rate (warm start -> final): {span('heldout_repair_rate')}",
+    steps = ", ".join(str(s) for s in a["step"])
+    return [f"anchor steps: {steps} (step 0 = the warm start)",
+            f"held-out repair rate: {span('heldout_repair_rate')}",
             f"valid artifact rate: {span('valid_artifact_rate')}",
             f"mean solve rate: {span('mean_solve_rate')}",
             f"distinct edits: {span('distinct_edits')}",
