@@ -73,6 +73,8 @@ def test_a_run_reports_its_anchors_warm_start_first(whole_run):
     assert [m["step"] for m in steps] == [1, 2]
     assert all(m["ratio_mean"] == pytest.approx(1.0, abs=1e-4) for m in steps)  # behaviour log-probs align
     assert all(m["injector_reward"] >= -1.0 and m["trained_rows"] >= 4 for m in steps)
+    assert all(m["sandbox_s"] >= 0.0 for m in steps), steps
+    assert 0.0 <= report["sandbox_share_of_steps"] <= 1.0
     assert "![anchors.png](anchors.png)" in (tmp / "whole" / "report.md").read_text()
 
 
@@ -112,7 +114,7 @@ class ScriptedGame(Game):
 
     def __init__(self, config, scripts):
         self.config, self.b, self.scripts = config, config.bug_injection, scripts
-        self.settings = self.b.check_settings()
+        self.settings, self.sandbox_s = self.b.check_settings(), 0.0
 
     def inject(self, model, repos, num_samples, key):
         texts = [[self.scripts[r.entry][0]] * num_samples for r in repos]

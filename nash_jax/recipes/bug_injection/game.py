@@ -3,6 +3,7 @@ rollouts out, the seven checks' verdicts (in the sandbox) and the oracle tests' 
 the anchors and the report share."""
 
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,7 @@ class Game:
         self.b = config.bug_injection
         self.settings = self.b.check_settings()
         self.sampling = sampling_settings(config, tokenizer, mesh)
+        self.sandbox_s = 0.0  # wall time in sandboxed test runs so far (a step's share is logged)
 
     def encode(self, texts, where):
         ids, _, _ = data.encode_prompts(self.tokenizer, texts, max_tokens=self.config.data.max_prompt_tokens,
@@ -63,7 +65,9 @@ class Game:
             artifact = parse_policy_text(text, repo.entry)
         except ValueError:
             return Verdict(None, None, UNPARSED if finished else UNFINISHED)
+        start = time.perf_counter()
         validation = ssr_checks.validate(artifact, repo.root, self.settings)
+        self.sandbox_s += time.perf_counter() - start
         return Verdict(artifact, validation, validation.failure if not validation.valid else None)
 
     def solve(self, model, bugs, num_samples, key, greedy=False):
@@ -74,7 +78,10 @@ class Game:
 
     def grade(self, artifact, repo, repair):
         """1.0 when every oracle test passes after `repair` (test files reset), else 0.0."""
-        return ssr_repair.grade_repair(artifact, repo.root, repair, self.settings.limits).reward
+        start = time.perf_counter()
+        grade = ssr_repair.grade_repair(artifact, repo.root, repair, self.settings.limits)
+        self.sandbox_s += time.perf_counter() - start
+        return grade.reward
 
     def repair_rate(self, model, bugs, key):
         """Greedy repair rate over bugs (task.Bug)."""

@@ -30,6 +30,7 @@ def write_report(config, run, task):
     metrics = read_metrics(run / "metrics.jsonl")
     train = [m for m in metrics if m["stage"] == STAGE]
     anchors = anchor_table(config, metrics)
+    wall, sandbox = (sum(m.get(k, 0.0) for m in train) for k in ("step_s", "sandbox_s"))
     saved = sorted(str(p.relative_to(run.path)) for p in (run / ARTIFACTS).glob("step_*/*") if p.is_dir())
     report = {"run_dir": str(run.path), "recipe": config.recipe,
               "repositories": {"train": [r.entry for r in task.train],
@@ -37,9 +38,12 @@ def write_report(config, run, task):
               "heldout_bugs": len(task.heldout_bugs), "demonstrations": len(task.demonstrations),
               "solvers_per_artifact": b.solvers_per_artifact, "sandbox": protections(),
               "anchors": anchors, "anchor_artifacts": saved,
+              # of the training steps' wall time (their anchor evaluations in it), the share their
+              # rounds spent in sandboxed test runs
+              "sandbox_share_of_steps": sandbox / wall if wall else None,
               "training": {k: [m.get(k) for m in train] for k in
                            ("step", "loss", "valid_artifact_rate", "mean_solve_rate", "solver_reward",
-                            "injector_reward", "step_s")}}
+                            "injector_reward", "step_s", "sandbox_s")}}
     return writer.write_report(run, report, markdown=markdown, draw=lambda f: draw_plots(f, report))
 
 
@@ -96,4 +100,5 @@ def summary_lines(report):
             f"valid artifact rate: {span('valid_artifact_rate')}",
             f"mean solve rate: {span('mean_solve_rate')}",
             f"distinct edits: {span('distinct_edits')}",
-            f"anchor artifacts saved: {len(report['anchor_artifacts'])}"]
+            f"anchor artifacts saved: {len(report['anchor_artifacts'])}",
+            f"share of training steps in the sandbox: {_fmt(report['sandbox_share_of_steps'])}"]

@@ -34,6 +34,7 @@ def train(config, run, task, game, snapshots):
     def work(step, state, extra, _):
         if step % a.eval_every == 0:
             anchors(step, state.params)
+        sandbox_before = game.sandbox_s
         rng = np.random.default_rng([config.seed, step])
         chosen = [task.train[i] for i in rng.choice(len(task.train), size=b.repositories_per_step,
                                                     replace=len(task.train) < b.repositories_per_step)]
@@ -45,7 +46,7 @@ def train(config, run, task, game, snapshots):
         if reference is not None:
             batch["ref_logp"] = reference(step_fn, batch)
         state, metrics = step_fn.jitted(state, step_fn.place_global(batch))
-        metrics = defined({**dict(metrics), **info})
+        metrics = defined({**dict(metrics), **info, "sandbox_s": game.sandbox_s - sandbox_before})
         if (step + 1) % per_snapshot == 0:
             online.export(state.params, snapshots[(step + 1) // per_snapshot - 1])
         return state, extra, metrics
