@@ -110,6 +110,14 @@ def test_plan_prints_one_json_line_and_fits_a_large_memory(tiny_config, capsys):
     assert result["compiled"]["total_bytes"] == result["total_bytes"]
 
 
+def test_the_ssr_demo_plans_on_one_device_within_two_gib(capsys):
+    """The bug-injection recipe's step, sized from its built-in model's warm-start section."""
+    config = Path(__file__).parents[1] / "configs" / "ssr_demo.yaml"
+    assert cli.main(["plan", str(config), "--device-memory", "2GiB", "--devices", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["fits"] is True and result["total_bytes"] < 2**31, result
+
+
 def test_a_run_that_cannot_fit_stops_before_loading_weights(tiny_config):
     config = config_lib.load_config(tiny_config, ["mesh.device_memory=20KiB", "mesh.fsdp=1"])
     mesh = parallel.make_mesh(1, 1, 1, devices=jax.devices()[:1])

@@ -1,5 +1,5 @@
 """The online-training layer every online recipe builds on (Nash-MD, GRPO, proposer–solver, game
-self-play).
+self-play, bug injection).
 
 What these recipes set up alike lives here once, so that a `train.*` field means the same in each:
 π_θ loaded from its initial directory, the optimiser over the recipe's steps, the train state, the one

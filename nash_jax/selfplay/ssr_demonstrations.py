@@ -189,8 +189,12 @@ def build_demonstrations(n, seed, split="train", repositories=None, timeout_s=TE
     repositories run out of valid mutants."""
     entries = code_repositories.names(split) if repositories is None else [
         str(p) for p in code_repositories.expand(repositories)]
-    streams = [repository_demonstrations(entry, seed, timeout_s) for entry in entries]
-    out = []
+    return deal([repository_demonstrations(entry, seed, timeout_s) for entry in entries], n)
+
+
+def deal(streams, n):
+    """Up to n items taken from the iterators `streams` one at a time in turn (a spent one drops out)."""
+    streams, out = list(streams), []
     while streams and len(out) < n:
         for stream in list(streams):
             demo = next(stream, None)

@@ -6,12 +6,13 @@ lists the names it can warm-start (`Recipe.builtin_models`).
     builtin:synthetic        the synthetic task's styled answers (SPPO, Nash-MD), its own tokenizer
     builtin:proposer_solver  both roles of the proposer–solver tasks (arithmetic, documents)
     builtin:game             near-uniform legal moves of the OpenSpiel games, the games' word tokenizer
+    builtin:bug_injection    both SSR roles (bug artifacts, repairs) of the mutation engine, a byte BPE
 """
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from nash_jax.selfplay import games, vocabulary
+from nash_jax.selfplay import games, ssr_prompts, vocabulary
 from nash_jax.tasks import synthetic
 
 
@@ -27,6 +28,8 @@ MODELS = {m.name: m for m in (
     BuiltinModel("builtin:proposer_solver", vocabulary.TOKENIZER_DIR,
                  "demonstrations of both proposer–solver roles"),
     BuiltinModel("builtin:game", games.TOKENIZER_DIR, "near-uniform legal moves of the configured games"),
+    BuiltinModel("builtin:bug_injection", ssr_prompts.TOKENIZER_DIR,
+                 "the mutation engine's bug artifacts and repairs of the training repositories"),
 )}
 
 

@@ -76,3 +76,44 @@ def assert_same_parameters(dir_a, dir_b, atol=0.0):
     for key in a:
         diff = float(np.max(np.abs(a[key] - b[key])))
         assert diff <= atol, f"{key}: max |Δ| = {diff}"
+
+
+def nested_config(tmp_path, base, name, *layers):
+    """Write the shipped `base` config with `layers` merged in two levels deep (a section's sub-dicts,
+    such as `anchors`, update the base's); return its path."""
+    values = yaml.safe_load((CONFIGS / f"{base}.yaml").read_text())
+    for layer in layers:
+        for key, value in layer.items():
+            if not isinstance(value, dict):
+                values[key] = value
+                continue
+            node = values.setdefault(key, {})
+            for k, v in value.items():
+                node[k] = {**node.get(k, {}), **v} if isinstance(v, dict) else v
+    values["name"] = name
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def whole_run_of(tmp_path_factory, name, make_config):
+    """(tmp, config path, result) of one uninterrupted `nash-jax run` of make_config(tmp) into
+    tmp/whole: the run a test module's assertions share."""
+    tmp = tmp_path_factory.mktemp(name)
+    path = make_config(tmp)
+    result = run_cli(path, tmp / "whole")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return tmp, path, result
+
+
+def assert_same_metrics(run_a, run_b, stage_prefix):
+    """Every metrics.jsonl record of `run_a` whose stage starts with `stage_prefix` is in `run_b`,
+    equal but for its wall times (keys ending in `_s`: a resumed run against an uninterrupted one)."""
+    from nash_jax.runs import read_metrics
+
+    ours = {(m["stage"], m["step"]): m for m in read_metrics(Path(run_a) / "metrics.jsonl")}
+    theirs = {(m["stage"], m["step"]): m for m in read_metrics(Path(run_b) / "metrics.jsonl")}
+    for key, m in ours.items():
+        if key[0].startswith(stage_prefix):
+            same = {k: v for k, v in m.items() if not k.endswith("_s")}
+            assert {k: v for k, v in theirs[key].items() if not k.endswith("_s")} == same, key

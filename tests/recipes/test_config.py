@@ -17,7 +17,7 @@ def write(tmp_path, text, recipe="sppo"):
 
 
 @pytest.mark.parametrize("name", ["demo", "nash_md_demo", "grpo_demo", "sppo_mistral7b",
-                                  "sppo_llama3_8b"])
+                                  "sppo_llama3_8b", "ssr_demo", "smollm2_ssr"])
 def test_shipped_configs_load(name):
     config = load_config(CONFIGS / f"{name}.yaml")
     assert isinstance(config, RunConfig) and config.name == name

@@ -7,12 +7,12 @@ import signal
 
 import numpy as np
 import pytest
-import yaml
 
 from nash_jax.recipes import proposer_solver  # noqa: F401  (registers the recipe before the entry point)
 from nash_jax.runs import read_metrics
 from nash_jax.selfplay import vocabulary
-from tests.recipes.conftest import CONFIGS, assert_same_parameters, run_cli, run_two_processes
+from tests.recipes.conftest import (assert_same_metrics, assert_same_parameters, nested_config, run_cli,
+                                   run_two_processes, whole_run_of)
 
 pytestmark = pytest.mark.long
 
@@ -30,31 +30,12 @@ TINY = {
 
 
 def tiny_config(tmp_path, name="ps", base="proposer_solver_demo", **sections):
-    values = yaml.safe_load((CONFIGS / f"{base}.yaml").read_text())
-    for layer in (TINY, sections):
-        for key, value in layer.items():
-            if isinstance(value, dict):
-                node = values.setdefault(key, {})
-                for k, v in value.items():
-                    if isinstance(v, dict):
-                        node.setdefault(k, {}).update(v)
-                    else:
-                        node[k] = v
-            else:
-                values[key] = value
-    values["name"] = name
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(values))
-    return path
+    return nested_config(tmp_path, base, name, TINY, sections)
 
 
 @pytest.fixture(scope="module")
 def whole_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("proposer_solver")
-    path = tiny_config(tmp)
-    result = run_cli(path, tmp / "whole")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return tmp, path, result
+    return whole_run_of(tmp_path_factory, "proposer_solver", tiny_config)
 
 
 def test_a_run_reports_its_anchors_over_evaluation_steps(whole_run):
@@ -91,12 +72,7 @@ def test_resuming_after_sigkill_while_proposing_solving_and_training_equals_an_u
     assert result.returncode == 0, result.stderr[-3000:]
     for k in (0, 1):
         assert_same_parameters(killed / f"snapshot_{k}" / "policy", tmp / "whole" / f"snapshot_{k}" / "policy")
-    ours = {(m["stage"], m["step"]): m for m in read_metrics(tmp / "whole" / "metrics.jsonl")}
-    resumed = {(m["stage"], m["step"]): m for m in read_metrics(killed / "metrics.jsonl")}
-    for key, m in ours.items():
-        if key[0].startswith("proposer_solver"):
-            same = {k: v for k, v in m.items() if k != "step_s"}
-            assert {k: v for k, v in resumed[key].items() if k != "step_s"} == same, key
+    assert_same_metrics(tmp / "whole", killed, "proposer_solver")
     a, b = (json.loads((d / "report.json").read_text()) for d in (tmp / "whole", killed))
     assert a["anchors"] == b["anchors"] and a["snapshots"] == b["snapshots"]
 

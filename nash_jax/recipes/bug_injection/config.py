@@ -1,0 +1,97 @@
+"""The `bug_injection:` config section (repositories, groups, the seven checks' thresholds, the
+sandbox's limits, the anchors, the update), the checks between its fields, and the stage names."""
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, POSITIVE, PROBABILITY, Range
+from nash_jax.selfplay.sandbox import SandboxLimits
+from nash_jax.selfplay.ssr_checks import CheckSettings
+
+BUILTIN_BUG_INJECTION = "builtin:bug_injection"  # model.path: a tiny Llama warm-started on both roles
+
+STAGE = "bug_injection"
+DATA_STAGE = "bug_injection_data"  # the warm start's demonstrations and the held-out bugs
+ANCHOR_STAGE = "bug_injection_anchors"
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """selfplay.sandbox.SandboxLimits of every test run (a run that hits one is invalid)."""
+    DOMAINS = {"wall_s": POSITIVE, "cpu_s": AT_LEAST_1, "memory_mb": AT_LEAST_1,
+               "output_kb": AT_LEAST_1, "processes": AT_LEAST_1}
+    wall_s: float = 30.0
+    cpu_s: int = 4  # the corpus's suites take about half a CPU second; a loop stops here
+    memory_mb: int = 2048
+    output_kb: int = 1024
+    processes: int = 64
+
+    def limits(self):
+        return SandboxLimits(wall_s=self.wall_s, cpu_s=self.cpu_s, memory_bytes=self.memory_mb << 20,
+                             output_bytes=self.output_kb << 10, processes=self.processes)
+
+
+@dataclass(frozen=True)
+class AnchorConfig:
+    DOMAINS = {"eval_every": AT_LEAST_1, "heldout_bugs": AT_LEAST_1, "repositories": AT_LEAST_1,
+               "injectors_per_repository": AT_LEAST_1}
+    eval_every: int = 10  # steps between anchor evaluations (and one at step 0 and at the end)
+    heldout_bugs: int = 8  # mutation-engine bugs of the held-out repositories (never trained on)
+    repositories: int = 4  # training repositories the anchor injectors write for
+    injectors_per_repository: int = 2
+
+
+@dataclass(frozen=True)
+class BugInjectionConfig:
+    DOMAINS = {"steps": AT_LEAST_1, "repositories_per_step": AT_LEAST_1,
+               "injectors_per_repository": AT_LEAST_1, "solvers_per_artifact": AT_LEAST_1,
+               "min_passing": AT_LEAST_1, "min_changed_files": AT_LEAST_1, "min_failing": AT_LEAST_1,
+               "ssr_alpha": PROBABILITY, "demonstrations": AT_LEAST_1, "kl_coef": NON_NEGATIVE,
+               "injector_max_tokens": AT_LEAST_1, "solver_max_tokens": AT_LEAST_1,
+               "clip_low": Range(0, 1), "clip_high": NON_NEGATIVE, "snapshots": AT_LEAST_1}
+    steps: int = 20
+    # training repositories: null = the shipped `train` split; or names, paths and glob patterns
+    # (tasks.code_repositories.expand); the held-out ones are the shipped `heldout` split
+    repositories: list[str] | None = None
+    heldout_repositories: list[str] | None = None
+    repositories_per_step: int = 2
+    injectors_per_repository: int = 2  # an injector's comparison group: the artifacts of one repository
+    solvers_per_artifact: int = 4  # G
+    min_passing: int = 1
+    min_changed_files: int = 1
+    min_failing: int = 1
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    ssr_alpha: float = 0.8
+    higher_order: bool = False  # a failed repair becomes a new bug (order ≤ 2): not built yet
+    demonstrations: int = 32  # mutation-engine artifacts the warm start imitates (both roles)
+    kl_coef: float = 0.0
+    injector_advantage: Literal["grpo", "drgrpo", "rloo"] = "rloo"
+    solver_advantage: Literal["grpo", "drgrpo", "rloo"] = "grpo"
+    injector_max_tokens: int = 640
+    solver_max_tokens: int = 160
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
+                         "drgrpo"] = "seq-mean-token-mean"
+    snapshots: int = 1  # policies exported over training (RUN_DIR/snapshot_k/policy); steps must divide
+    anchors: AnchorConfig = field(default_factory=AnchorConfig)
+
+    def check_settings(self):
+        return CheckSettings(min_passing=self.min_passing, min_changed_files=self.min_changed_files,
+                             min_failing=self.min_failing, limits=self.sandbox.limits())
+
+
+def rows_per_step(b):
+    """The learner batch: every injector of a step and G solvers for each, a fixed size."""
+    return b.repositories_per_step * b.injectors_per_repository * (1 + b.solvers_per_artifact)
+
+
+def check(config):
+    b = config.bug_injection
+    if b.higher_order:
+        raise ValueError("bug_injection.higher_order=true: higher-order bugs (a failed repair as a new "
+                         "bug) are not built yet; expected false")
+    if b.steps % b.snapshots:
+        raise ValueError(f"bug_injection.steps={b.steps} is not a multiple of "
+                         f"bug_injection.snapshots={b.snapshots}")
+    b.sandbox.limits()
