@@ -58,7 +58,7 @@ def run_bug_injection(config, run):
     mesh = preparation.fitting_mesh(config, {"bug_injection rows per step (repositories_per_step × "
                                              "injectors_per_repository × (1 + solvers_per_artifact))":
                                              rows_per_step(b)})
-    tokenizer = components.load_policy_tokenizer(config, run)
+    tokenizer = components.load_policy_tokenizer(config.model, run)
     task = task_data(config, run)
     if config.model.path == BUILTIN_BUG_INJECTION:
         warm_start(config, run, tokenizer, mesh, task)

@@ -19,8 +19,8 @@ from nash_jax.setup.plan import StepShape
 def train(config, run, task, game, snapshots):
     b, a = config.bug_injection, config.bug_injection.anchors
     shape = plan_step(config)
-    online = start(config, run, game.mesh, initial_dir=components.initial_policy_dir(config, run),
-                   tokenizer_dir=components.tokenizer_source(config, run), objective=shape.objective,
+    online = start(config, run, game.mesh, initial_dir=components.initial_policy_dir(config.model.path, run),
+                   tokenizer_dir=components.tokenizer_source(config.model, run), objective=shape.objective,
                    total_steps=b.steps, **shape.hyperparameters)
     model_def, step_fn = online.model_def, online.step_fn
     reference = online.reference_logprobs() if b.kl_coef > 0 else None
