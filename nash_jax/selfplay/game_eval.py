@@ -3,8 +3,8 @@
 Exact exploitability (small games: Kuhn and Leduc poker): at every information state the policy's
 probability of each legal action is read from the log-probs of the first response token (the summed
 probability of the tokens that name it: one action word for the tiny policies, its spellings such as
-"bet", "Bet", " bet" for a real model's chat rendering), renormalised over the legal actions (the mass on anything else, an invalid
-move, is reported apart as `illegal_mass`), and becomes an OpenSpiel TabularPolicy whose NashConv and
+"bet", "Bet", " bet" for a real model's chat rendering), renormalised over the legal actions (the mass
+on anything else, an invalid move, is reported apart as `illegal_mass`), and becomes an OpenSpiel TabularPolicy whose NashConv and
 exploitability OpenSpiel computes by best response.
 
 Frozen-opponent tables: wins / draws / losses per seat of each iterate against a uniformly random
