@@ -19,6 +19,7 @@ proposers are keyed by the source id. Prompts name the role and the kind of sour
 tokenizer's chat template.
 """
 
+import importlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,7 +69,18 @@ def solver_prompt(kind, problem):
 # ---------------------------------------------------------------------------------------------------
 # the tasks: how a proposal is checked and how a reply is read
 
-class ArithmeticTask:
+class TermsPrompts:
+    """The tiny policies' prompts: the role and the source in the task's own terms (proposer_prompt,
+    solver_prompt above). A task for a real instruct model writes its own, in plain words."""
+
+    def proposer_prompt(self, source):
+        return proposer_prompt(source)
+
+    def solver_prompt(self, problem):
+        return solver_prompt(self.kind, problem)
+
+
+class ArithmeticTask(TermsPrompts):
     name, kind, labelled_by = "arithmetic", "seed", "verifier"
 
     def check(self, source, text):
@@ -81,7 +93,7 @@ class ArithmeticTask:
         return arithmetic.extract_answer(reply)
 
 
-class DocumentTask:
+class DocumentTask(TermsPrompts):
     name, kind, labelled_by = "document", "document", "document"
 
     def check(self, source, text):
@@ -98,9 +110,24 @@ class DocumentTask:
         return documents.normalise_reply(reply) or None
 
 
-# Tasks by name; a task of your own is a class with name, kind ("seed" or "document"), labelled_by (the
-# answer source that reads its gold answer), check(source, text) -> Proposal and read(reply).
-TASKS = {"arithmetic": ArithmeticTask, "document": DocumentTask}
+# Tasks by name: a class, or "module:Class" for a task that lives with its data (imported when a run
+# names it). A task of your own is a class with name, kind ("seed" or "document"), labelled_by (the
+# answer source that reads its gold answer), check(source, text) -> Proposal, read(reply),
+# proposer_prompt(source) and solver_prompt(problem) (the user messages; the chat template is the
+# tokenizer's).
+TASKS = {"arithmetic": ArithmeticTask, "document": DocumentTask,
+         "arithmetic_chat": "nash_jax.tasks.arithmetic_chat:ArithmeticChatTask"}
+
+
+def task_class(name):
+    """The task class TASKS names `name` (ValueError for a name it lacks)."""
+    if name not in TASKS:
+        raise ValueError(f"task {name!r}; expected one of {sorted(TASKS)}")
+    entry = TASKS[name]
+    if isinstance(entry, str):
+        module, _, attribute = entry.partition(":")
+        entry = getattr(importlib.import_module(module), attribute)
+    return entry
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -145,9 +172,7 @@ class MajoritySource:
 
 def answer_source(name, task_name):
     """The answer source `name` over the task `task_name`."""
-    if task_name not in TASKS:
-        raise ValueError(f"task {task_name!r}; expected one of {sorted(TASKS)}")
-    task = TASKS[task_name]()
+    task = task_class(task_name)()
     if name == "majority":
         return MajoritySource(task)
     if name not in ("verifier", "document"):

@@ -1,9 +1,10 @@
 """Anchors of game self-play that the moving game cannot change.
 
 Exact exploitability (small games: Kuhn and Leduc poker): at every information state the policy's
-probability of each legal action is read from the log-probs of the first response token (the action
-words are single tokens), renormalised over the legal actions (the mass on anything else, an invalid
-move, is reported apart as `illegal_mass`), and becomes an OpenSpiel TabularPolicy whose NashConv and
+probability of each legal action is read from the log-probs of the first response token (the summed
+probability of the tokens that name it: one action word for the tiny policies, its spellings such as
+"bet", "Bet", " bet" for a real model's chat rendering), renormalised over the legal actions (the mass
+on anything else, an invalid move, is reported apart as `illegal_mass`), and becomes an OpenSpiel TabularPolicy whose NashConv and
 exploitability OpenSpiel computes by best response.
 
 Frozen-opponent tables: wins / draws / losses per seat of each iterate against a uniformly random
@@ -33,7 +34,7 @@ class ExactEvaluator:
     keys: list  # information-state strings
     legal: np.ndarray  # [S, A] bool
     prompt_ids: list  # [S] token-id lists
-    action_ids: list  # [A] token id of each action word
+    action_ids: list  # [A] lists: the first response tokens that name each action (the rendering's)
 
     @classmethod
     def build(cls, game, tokenizer):
@@ -41,12 +42,13 @@ class ExactEvaluator:
         legal = np.asarray(tabular.legal_actions_mask, bool)
         return cls(game, tabular, list(tabular.state_lookup), legal,
                    [games_lib.encode_prompt(tokenizer, game.prompt(s)) for s in states],
-                   games_lib.action_token_ids(tokenizer, game))
+                   game.action_token_ids(tokenizer))
 
     def probabilities(self, first_logprobs):
         """([S, A] action probabilities over the legal actions, [S] illegal mass) from the log-probs
         [S, V] of the first response token at every information state."""
-        p = np.exp(np.asarray(first_logprobs, np.float64)[:, self.action_ids]) * self.legal
+        logp = np.asarray(first_logprobs, np.float64)
+        p = np.stack([np.exp(logp[:, ids]).sum(axis=1) for ids in self.action_ids], axis=1) * self.legal
         legal_mass = p.sum(axis=1, keepdims=True)
         uniform = self.legal / self.legal.sum(axis=1, keepdims=True)
         probs = np.where(legal_mass > 0, p / np.where(legal_mass > 0, legal_mass, 1.0), uniform)

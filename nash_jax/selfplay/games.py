@@ -57,12 +57,47 @@ def load_openspiel_game(name):
                          f"shipped games: {list(SHIPPED_GAMES)}") from None
 
 
+class WordRendering:
+    """The tiny policies' rendering: terse words of the games' own tokenizer (PROMPT_WORDS) and a reply
+    that is exactly one action word. A rendering for a real instruct model (tasks/kuhn_chat.py) has
+    the same four methods."""
+
+    name, games = "words", SHIPPED_GAMES
+
+    def renders(self, name):
+        return True  # any OpenSpiel game: the state is OpenSpiel's own string
+
+    def prompt(self, game, state, task="move"):
+        """The user message for the player to move: the game, its seat, the legal moves and, last
+        (nearest the answer, where a small model attends most easily), its information state.
+
+        task="repeat" asks instead for the information state itself (an auxiliary task of the warm
+        start that makes a small model's answer position encode the state)."""
+        seat = state.current_player()
+        legal = " ".join(game.words[a] for a in state.legal_actions())
+        ask = "answer with one move" if task == "move" else "repeat the state"
+        return (f"game {game.name} you are player {seat} {ask} legal moves {legal} "
+                f"state {state.information_state_string()}")
+
+    def parse(self, game, state, text):
+        """The legal action a response names (exactly one action word), or None."""
+        action = game.action_of.get(text.strip().lower())
+        return action if action is not None and action in state.legal_actions() else None
+
+    def action_token_ids(self, tokenizer, game):
+        return [[token] for token in action_token_ids(tokenizer, game)]
+
+
 class TextGame:
     """One OpenSpiel game behind text: prompts, action words, parsing and SPIRAL's outcome rules."""
 
     def __init__(self, name, *, max_turns=None, reward="outcome", invalid_penalty=-1.5,
-                 invalid_bonus=0.5):
+                 invalid_bonus=0.5, rendering=None):
         self.game = load_openspiel_game(name)
+        self.rendering = rendering or WordRendering()
+        if not self.rendering.renders(name):
+            raise ValueError(f"game {name!r}: the {self.rendering.name!r} rendering does not render it; "
+                             f"it renders {list(self.rendering.games)}")
         kind = self.game.get_type()
         if (self.game.num_players() != 2 or kind.utility != pyspiel.GameType.Utility.ZERO_SUM
                 or kind.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL):
@@ -77,27 +112,23 @@ class TextGame:
         if len(self.words) != self.game.num_distinct_actions() or len(set(self.words)) != len(self.words):
             raise ValueError(f"game {name!r}: action words {self.words} are not one distinct word per "
                              f"action ({self.game.num_distinct_actions()} actions)")
-        self._action_of = {w: a for a, w in enumerate(self.words)}
+        self.action_of = {w: a for a, w in enumerate(self.words)}
 
     def __repr__(self):
         return f"TextGame({self.name!r})"
 
     def prompt(self, state, task="move"):
-        """The user message for the player to move: the game, its seat, the legal moves and, last
-        (nearest the answer, where a small model attends most easily), its information state.
-
-        task="repeat" asks instead for the information state itself (an auxiliary task of the warm
-        start that makes a small model's answer position encode the state)."""
-        seat = state.current_player()
-        legal = " ".join(self.words[a] for a in state.legal_actions())
-        ask = "answer with one move" if task == "move" else "repeat the state"
-        return (f"game {self.name} you are player {seat} {ask} legal moves {legal} "
-                f"state {state.information_state_string()}")
+        """The user message for the player to move (the rendering's; task="repeat" asks for the
+        information state itself, the tiny warm start's auxiliary task)."""
+        return self.rendering.prompt(self, state, task)
 
     def parse(self, state, text):
-        """The legal action a response names (exactly one action word), or None."""
-        action = self._action_of.get(text.strip().lower())
-        return action if action is not None and action in state.legal_actions() else None
+        """The legal action a response names, or None (an invalid move)."""
+        return self.rendering.parse(self, state, text)
+
+    def action_token_ids(self, tokenizer):
+        """[A] lists of token ids: the first response tokens that name each action (exact evaluation)."""
+        return self.rendering.action_token_ids(tokenizer, self)
 
     def new_state(self, rng):
         """A new game with its opening chance outcomes drawn from `rng` (numpy Generator)."""

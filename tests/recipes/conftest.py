@@ -1,5 +1,6 @@
 """Small recipe configs (the demo's, shrunk to seconds) and a runner for killed subprocess runs."""
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -50,6 +51,16 @@ def run_cli(config_path, run_dir, crash_at=None, timeout=900, *, one_device=Fals
     return subprocess.run([*USER_CLI, "run", str(config_path),
                            f"run_dir={run_dir}", *args], env=env, capture_output=True, text=True,
                           timeout=timeout, cwd=REPO, check=False)
+
+
+def run_on_real_model(config_name, model_dir, tmp_path_factory, args):
+    """configs/CONFIG_NAME.yaml on a real checkpoint `model_dir` through the CLI on one device, with
+    `args` (a shortened run); → (run directory, its stdout, its report.json)."""
+    run_dir = tmp_path_factory.mktemp(config_name) / "run"
+    result = run_cli(CONFIGS / f"{config_name}.yaml", run_dir, one_device=True,
+                     args=(*args, f"model.path={model_dir}"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir, result.stdout, json.loads((run_dir / "report.json").read_text())
 
 
 def run_two_processes(config_path, run_dir, timeout=600):

@@ -139,7 +139,7 @@ def logprobs_putting(evaluator, vocab, probs, legal_share=0.9):
     to probs [S, A] and the rest spread over the other tokens (invalid moves)."""
     out = np.full((len(evaluator.keys), vocab), (1 - legal_share) / (vocab - len(evaluator.action_ids)))
     for s in range(len(evaluator.keys)):
-        for a, token in enumerate(evaluator.action_ids):
+        for a, (token,) in enumerate(evaluator.action_ids):  # the word rendering: one token per action
             out[s, token] = legal_share * probs[s, a]
     return np.log(np.maximum(out, 1e-300))
 

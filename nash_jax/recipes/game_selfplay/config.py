@@ -6,10 +6,14 @@ from typing import Literal
 
 from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, PROBABILITY, Range
 from nash_jax.selfplay import games as games_lib
+from nash_jax.tasks.kuhn_chat import KuhnChatRendering
 
 STAGE = "game_selfplay"
 EVAL_STAGE = "game_selfplay_eval"
 BUILTIN_GAME = "builtin:game"  # model.path: a tiny Llama warm-started on the games' tokenizer
+# game_selfplay.rendering: how a state becomes a prompt and a reply a move
+RENDERINGS = {"words": games_lib.WordRendering,  # the games' own words, for the tiny policies
+              "chat": KuhnChatRendering}  # plain words through a real model's chat template
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,7 @@ class GameSelfPlayConfig:
                "eval_every": AT_LEAST_1, "snapshots": AT_LEAST_1, "eval_games": AT_LEAST_1,
                "warm_start_jitter": PROBABILITY, "warm_start_repeat": PROBABILITY}
     games: list[str] = field(default_factory=lambda: ["kuhn_poker"])  # OpenSpiel names
+    rendering: Literal["words", "chat"] = "words"  # RENDERINGS
     steps: int = 100
     games_per_step: int = 64  # of every game
     max_turns: int | None = None  # player turns before a draw; default: the game's longest play
@@ -58,5 +63,6 @@ def check(config):
 def make_games(config):
     g = config.game_selfplay
     return [games_lib.TextGame(name, max_turns=g.max_turns, reward=g.reward,
-                               invalid_penalty=g.invalid_penalty, invalid_bonus=g.invalid_bonus)
+                               invalid_penalty=g.invalid_penalty, invalid_bonus=g.invalid_bonus,
+                               rendering=RENDERINGS[g.rendering]())
             for name in g.games]

@@ -17,7 +17,7 @@ ANCHOR_STAGE = "proposer_solver_anchors"  # metrics.jsonl records keep one (stag
 class TaskConfig:
     DOMAINS = {"seeds": AT_LEAST_1, "corpus_seed": NON_NEGATIVE, "heldout_documents": AT_LEAST_1,
                "teacher_off_by_one": PROBABILITY}
-    name: str = "arithmetic"  # arithmetic or document (answer_sources.TASKS)
+    name: str = "arithmetic"  # arithmetic, document or arithmetic_chat (answer_sources.TASKS)
     seeds: int = 64  # arithmetic: seed problems the proposer writes from
     corpus: str = "builtin"  # document: a jsonl/parquet file with a `text` column, or the generated one
     corpus_seed: int = 0

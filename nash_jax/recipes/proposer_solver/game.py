@@ -19,7 +19,8 @@ class Game:
     def __init__(self, config, tokenizer, mesh, source):
         self.config, self.tokenizer, self.mesh, self.source = config, tokenizer, mesh, source
         self.ps = config.proposer_solver
-        self.kind = answer_sources.TASKS[self.ps.task.name].kind
+        self.task = answer_sources.task_class(self.ps.task.name)()
+        self.kind = self.task.kind
         self.sampling = sampling_settings(config, tokenizer, mesh)
 
     def encode(self, texts, where):
@@ -32,7 +33,7 @@ class Game:
 
     def propose(self, model, sources, num_samples, key):
         """(prompt ids per source, Samples, texts [S][P])."""
-        ids = self.encode([answer_sources.proposer_prompt(s) for s in sources], "proposer prompts")
+        ids = self.encode([self.task.proposer_prompt(s) for s in sources], "proposer prompts")
         samples = generate(model, ids, num_samples=num_samples, max_new_tokens=self.ps.proposer_max_tokens,
                            key=key, **self.sampling)
         texts = [[self.decode(samples, b, k) for k in range(num_samples)] for b in range(len(sources))]
@@ -40,7 +41,7 @@ class Game:
 
     def solve(self, model, problems, num_samples, key, greedy=False):
         """(prompt ids per problem, Samples, replies [Q][M])."""
-        ids = self.encode([answer_sources.solver_prompt(self.kind, p) for p in problems], "solver prompts")
+        ids = self.encode([self.task.solver_prompt(p) for p in problems], "solver prompts")
         sampling = dict(self.sampling, temperature=0.0) if greedy else self.sampling
         samples = generate(model, ids, num_samples=num_samples, max_new_tokens=self.ps.solver_max_tokens,
                            key=key, **sampling)
@@ -72,7 +73,7 @@ class Game:
         flat = [pair for problems in problem_sets for pair in problems]
         if not flat:
             return [float("nan")] * len(problem_sets)
-        read = answer_sources.TASKS[self.ps.task.name]().read
+        read = self.task.read
         _, _, replies = self.solve(model, [p for p, _ in flat], 1, key, greedy=True)
         right = []
         for reply, (problem, gold) in zip(replies, flat):

@@ -18,7 +18,8 @@ def warm_start(config, run, tokenizer, mesh, task):
     model = preparation.tiny_llama(config, tokenizer)
     rng = np.random.default_rng(stage_seed(config.seed, 0, "warm_start"))
     held = heldout_texts(task)
-    kind = answer_sources.TASKS[ps.task.name].kind
+    task_rules = answer_sources.task_class(ps.task.name)()
+    kind = task_rules.kind
     prompts, responses = [], []
     for i in range(w.steps * w.batch_size):
         if i % 2 == 0:  # a proposer demonstration
@@ -31,7 +32,7 @@ def warm_start(config, run, tokenizer, mesh, task):
                 response = arithmetic.random_problem(rng)[0]
                 while response in held:
                     response = arithmetic.random_problem(rng)[0]
-            prompts.append(answer_sources.proposer_prompt(source))
+            prompts.append(task_rules.proposer_prompt(source))
         else:  # a solver demonstration, never on a held-out problem
             if kind == "document":
                 problem, answer = task.train_problems[rng.integers(len(task.train_problems))]
@@ -39,7 +40,7 @@ def warm_start(config, run, tokenizer, mesh, task):
                 problem, answer = arithmetic.random_problem(rng)
                 while problem in held:
                     problem, answer = arithmetic.random_problem(rng)
-            prompts.append(answer_sources.solver_prompt(kind, problem))
+            prompts.append(task_rules.solver_prompt(problem))
             sloppy = kind == "seed" and rng.random() < ps.task.teacher_off_by_one
             response = str(answer + 1 if sloppy else answer)
         responses.append(response)
