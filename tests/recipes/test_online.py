@@ -12,7 +12,8 @@ from nash_jax import recipes
 from nash_jax.config import load_config
 from nash_jax.recipes import loop, online, planning, preparation
 from nash_jax.setup import plan
-from tests.recipes import test_game_selfplay_recipe, test_proposer_solver_recipe
+from tests.recipes import (test_bug_injection_recipe, test_game_selfplay_recipe,
+                           test_proposer_solver_recipe)
 from tests.recipes.conftest import CONFIGS, small_config
 
 # Values no recipe uses by default, each of which a recipe that bypassed the layer would lose.
@@ -21,7 +22,8 @@ FIELDS = ["train.micro_batches=2", "train.logprob_chunk=8", "train.max_skipped_f
 
 OBJECTIVES = {"nash_md": lambda c: "nash_md_pg", "grpo": lambda c: "pg_kl",
               "proposer_solver": lambda c: "pg_kl" if c.proposer_solver.kl_coef else "pg",
-              "game_selfplay": lambda c: "pg_kl" if c.game_selfplay.kl_coef else "pg"}
+              "game_selfplay": lambda c: "pg_kl" if c.game_selfplay.kl_coef else "pg",
+              "bug_injection": lambda c: "pg_kl" if c.bug_injection.kl_coef else "pg"}
 HYPERPARAMETERS = {  # each recipe's step, from its config section
     "nash_md": lambda c: {"tau": c.nash_md.tau},
     "proposer_solver": lambda c: {
@@ -35,6 +37,11 @@ HYPERPARAMETERS = {  # each recipe's step, from its config section
     "grpo": lambda c: {"clip_low": c.grpo.clip_low, "clip_high": c.grpo.clip_high,
                        "aggregation": c.grpo.aggregation, "max_len": c.sampling.max_new_tokens,
                        "kl_coef": c.grpo.kl_coef},
+    "bug_injection": lambda c: {
+        "clip_low": c.bug_injection.clip_low, "clip_high": c.bug_injection.clip_high,
+        "aggregation": c.bug_injection.aggregation,
+        "max_len": max(c.bug_injection.injector_max_tokens, c.bug_injection.solver_max_tokens),
+        **({"kl_coef": c.bug_injection.kl_coef} if c.bug_injection.kl_coef else {})},
 }
 
 
@@ -49,12 +56,15 @@ def configs(tmp_path):
         "game_selfplay": test_game_selfplay_recipe.tiny_config(tmp_path),
         "grpo": small_config(tmp_path, base="grpo_demo", name="grpo",
                              grpo={"prompts_per_step": 8, "samples_per_prompt": 2}),
+        "bug_injection": test_bug_injection_recipe.tiny_config(tmp_path),
     }
 
 
 CASES = {"nash_md": ("nash_md", []), "proposer_solver": ("proposer_solver", []),
          "game_selfplay": ("game_selfplay", []),
-         "game_selfplay_without_kl": ("game_selfplay", ["game_selfplay.kl_coef=0"]), "grpo": ("grpo", [])}
+         "game_selfplay_without_kl": ("game_selfplay", ["game_selfplay.kl_coef=0"]), "grpo": ("grpo", []),
+         # 2 repositories × 2 injectors × (1 + 3 solvers) = 16 rows: two micro-batches over 8 devices
+         "bug_injection": ("bug_injection", ["bug_injection.solvers_per_artifact=3"])}
 
 
 @pytest.fixture(scope="module", params=list(CASES))
