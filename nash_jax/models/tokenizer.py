@@ -46,12 +46,19 @@ WORD_CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>
 def build_word_tokenizer(path, words, pre_tokenizer=None):
     """A word-level tokenizer over WORD_SPECIAL + `words` (split on whitespace, or by the given
     `tokenizers` pre-tokenizer), with WORD_CHAT_TEMPLATE, saved into `path`; returns it."""
-    import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     vocab = {word: i for i, word in enumerate((*WORD_SPECIAL, *words))}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizer or pre_tokenizers.WhitespaceSplit()
+    return save_with_word_specials(tok, path)
+
+
+def save_with_word_specials(tok, path):
+    """A `tokenizers.Tokenizer` as a transformers fast tokenizer with WORD_SPECIAL's roles and
+    WORD_CHAT_TEMPLATE, saved into `path`; returns it."""
+    import transformers
+
     fast = transformers.PreTrainedTokenizerFast(
         tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
         eos_token="</s>", additional_special_tokens=["<|user|>", "<|assistant|>"])

@@ -15,9 +15,11 @@ import jax
 import numpy as np
 
 from nash_jax import parallel
+from nash_jax.parallel.padding import bucket_size
 from nash_jax.setup import components
 from nash_jax.recipes.loop import train_loop
 from nash_jax.setup.components import optimizer_config
+from nash_jax.setup.plan import StepShape
 from nash_jax.rollout.sampling import eos_ids_of, pad_id_of
 from nash_jax.train import init_train_state, make_optimizer, make_step
 from nash_jax.train.steps import token_logprobs
@@ -62,6 +64,17 @@ def start(config, run, mesh, *, initial_dir, tokenizer_dir, objective, total_ste
                         micro_batches=config.train.micro_batches,
                         logprob_chunk=config.train.logprob_chunk, **hyperparameters)
     return OnlineTraining(config, run, mesh, initial, model_def, state, step_fn, tokenizer_dir)
+
+
+def pg_step_shape(section, *, rows, max_len, prompt_tokens):
+    """The clipped policy-gradient update of a recipe section with clip_low, clip_high, aggregation and
+    kl_coef: `pg_kl` (a k3 KL to π_0) when kl_coef > 0, else `pg`; `rows` sequences of at most
+    `prompt_tokens` + `max_len` tokens, bucketed."""
+    kl = {"kl_coef": section.kl_coef} if section.kl_coef > 0 else {}
+    return StepShape("pg_kl" if kl else "pg",
+                     dict(clip_low=section.clip_low, clip_high=section.clip_high,
+                          aggregation=section.aggregation, max_len=max_len, **kl),
+                     rows, bucket_size(prompt_tokens + max_len, minimum=8))
 
 
 def sampling_settings(config, tokenizer, mesh):

@@ -65,6 +65,13 @@ def number(value, spec):
     return "-" if value is None else format(value, spec)
 
 
+def cell(value):
+    """A table cell: "-" for a missing or NaN value, three decimals for a float, else as it is."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
 def table_lines(labels, rows):
     """A square table as markdown rows, labelled on both sides."""
     lines = ["| | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]

@@ -57,6 +57,12 @@ class MetricsLog:
             self._tensorboard = None
 
 
+def defined_metrics(metrics):
+    """The metrics that have a value: a figure over no item (a mean over no valid proposal) is NaN
+    and is left out of the logs."""
+    return {k: v for k, v in metrics.items() if not (isinstance(v, float) and v != v)}
+
+
 def read_metrics(path):
     """metrics.jsonl as a list of records, the last record of each (stage, step) kept (a resumed run
     repeats the steps after its last checkpoint)."""

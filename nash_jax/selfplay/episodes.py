@@ -16,7 +16,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+import jax.numpy as jnp
 import numpy as np
+
+from nash_jax.core import advantages as adv
 
 
 class Role(IntEnum):
@@ -179,3 +182,26 @@ def check_role_purity(groups, roles):
                               for role, index in members.items())
             raise ValueError(f"comparison group {group} mixes roles: {names}; a group must hold one "
                              "role, or its mean mixes the roles' reward scales")
+
+
+def role_advantages(episodes, capacity, proposer_mode, solver_mode):
+    """(rollouts, roles, groups, rewards, advantages) of whole episodes packed into `capacity` rows:
+    each role's group advantages (core.advantages, `proposer_mode` and `solver_mode`) within its own
+    comparison groups, computed at the fixed width `capacity` so that one program serves every step."""
+    packed, carry = pack_episodes(episodes, capacity)
+    assert not carry, "a step's episodes always fit its batch"
+    rollouts = [r for e in packed for r in e.rollouts]
+    roles = np.array([int(r.role) for r in rollouts], np.int32)
+    groups = group_ids(roles, [comparison_key(r) for r in rollouts])
+    check_role_purity(groups, roles)
+    rewards = np.array([r.reward for r in rollouts], np.float32)
+    advantage = np.zeros(len(rollouts), np.float32)
+    pad = capacity - len(rollouts)
+    for role, mode in ((Role.PROPOSER, proposer_mode), (Role.SOLVER, solver_mode)):
+        mask = roles == role
+        if mask.any():
+            a = adv.group_advantages(jnp.asarray(np.pad(rewards, (0, pad))),
+                                     jnp.asarray(np.pad(groups, (0, pad), constant_values=-1)),
+                                     jnp.asarray(np.pad(mask, (0, pad))), num_groups=capacity, mode=mode)
+            advantage = np.where(mask, np.asarray(a)[:len(rollouts)], advantage)
+    return rollouts, roles, groups, rewards, advantage

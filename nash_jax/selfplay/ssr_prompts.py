@@ -9,7 +9,7 @@ Both prompts end with the line that names the task, so that a prompt cut on the 
 
 from pathlib import Path
 
-from nash_jax.models.tokenizer import WORD_CHAT_TEMPLATE, WORD_SPECIAL
+from nash_jax.models.tokenizer import WORD_SPECIAL, save_with_word_specials
 from nash_jax.tasks import code_repositories
 
 TOKENIZER_DIR = Path(__file__).with_name("ssr_tokenizer")
@@ -51,7 +51,6 @@ def training_texts():
 
 def build_tokenizer(path=TOKENIZER_DIR, vocab_size=VOCAB_SIZE):
     """Fit the byte-level BPE tokenizer (WORD_SPECIAL tokens, WORD_CHAT_TEMPLATE) and save it."""
-    import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE(unk_token=None))
@@ -61,9 +60,4 @@ def build_tokenizer(path=TOKENIZER_DIR, vocab_size=VOCAB_SIZE):
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     tok.train_from_iterator(training_texts(), trainer)
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
-        eos_token="</s>", additional_special_tokens=["<|user|>", "<|assistant|>"])
-    fast.chat_template = WORD_CHAT_TEMPLATE
-    fast.save_pretrained(path)
-    return fast
+    return save_with_word_specials(tok, path)

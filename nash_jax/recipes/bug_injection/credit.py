@@ -1,12 +1,10 @@
 """Credit for one round: comparison groups (solvers within their artifact, injectors within their
 repository), each role's advantages, the round's host-side figures, and the policy-gradient batch."""
 
-import jax.numpy as jnp
 import numpy as np
 
-from nash_jax.core import advantages as adv
 from nash_jax.rollout.batches import pg_batch
-from nash_jax.selfplay.episodes import Role, check_role_purity, comparison_key, group_ids, pack_episodes
+from nash_jax.selfplay.episodes import Role, role_advantages
 from nash_jax.selfplay.ssr_checks import CHECKS
 from nash_jax.recipes.bug_injection.game import UNFINISHED, UNPARSED
 
@@ -16,22 +14,8 @@ FAILURES = (UNPARSED, UNFINISHED, *CHECKS)  # what an invalid artifact failed fi
 def learner_rows(config, rnd, capacity):
     """(rows [(prompt ids, rollout, advantage)], step metrics) of a round's complete episodes."""
     b = config.bug_injection
-    packed, carry = pack_episodes(rnd.episodes, capacity)
-    assert not carry, "a step's episodes always fit its batch"
-    rollouts = [r for e in packed for r in e.rollouts]
-    roles = np.array([int(r.role) for r in rollouts], np.int32)
-    groups = group_ids(roles, [comparison_key(r) for r in rollouts])
-    check_role_purity(groups, roles)
-    rewards = np.array([r.reward for r in rollouts], np.float32)
-    advantage = np.zeros(len(rollouts), np.float32)
-    pad = capacity - len(rollouts)
-    for role, mode in ((Role.PROPOSER, b.injector_advantage), (Role.SOLVER, b.solver_advantage)):
-        mask = roles == role
-        if mask.any():
-            a = adv.group_advantages(jnp.asarray(np.pad(rewards, (0, pad))),
-                                     jnp.asarray(np.pad(groups, (0, pad), constant_values=-1)),
-                                     jnp.asarray(np.pad(mask, (0, pad))), num_groups=capacity, mode=mode)
-            advantage = np.where(mask, np.asarray(a)[:len(rollouts)], advantage)
+    rollouts, roles, _, rewards, advantage = role_advantages(rnd.episodes, capacity,
+                                                             b.injector_advantage, b.solver_advantage)
     metrics = round_metrics(b, rnd)
     solver = roles == Role.SOLVER
     metrics["solver_reward"] = float(rewards[solver].mean()) if solver.any() else float("nan")

@@ -69,22 +69,16 @@ def markdown(report, plots):
              "## Anchors over evaluation steps (step 0 = the warm start)", "",
              "| " + " | ".join(keys) + " |", "|---" * len(keys) + "|"]
     for i in range(len(a["step"])):
-        lines.append("| " + " | ".join(_fmt(a[k][i]) for k in keys) + " |")
+        lines.append("| " + " | ".join(writer.cell(a[k][i]) for k in keys) + " |")
     lines += ["", "## First failed check of the anchor artifacts", "",
               "| check | " + " | ".join(f"step {s}" for s in a["step"]) + " |",
               "|---" * (len(a["step"]) + 1) + "|"]
     for name, counts in a["failed_checks"].items():
-        lines.append(f"| {name} | " + " | ".join(_fmt(c) for c in counts) + " |")
+        lines.append(f"| {name} | " + " | ".join(writer.cell(c) for c in counts) + " |")
     lines += ["", f"{len(report['anchor_artifacts'])} valid anchor artifacts saved (re-validate one with "
               "`nash-jax ssr-validate RUN_DIR/anchor_artifacts/step_N/KK_REPO`).", ""]
     lines += writer.figure_lines(plots)
     return "\n".join(lines)
-
-
-def _fmt(value):
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return "-"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def summary_lines(report):
@@ -101,4 +95,4 @@ def summary_lines(report):
             f"mean solve rate: {span('mean_solve_rate')}",
             f"distinct edits: {span('distinct_edits')}",
             f"anchor artifacts saved: {len(report['anchor_artifacts'])}",
-            f"share of training steps in the sandbox: {_fmt(report['sandbox_share_of_steps'])}"]
+            f"share of training steps in the sandbox: {writer.cell(report['sandbox_share_of_steps'])}"]

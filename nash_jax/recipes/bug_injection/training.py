@@ -4,16 +4,15 @@ too) and the resumable training stage (repositories drawn per step, anchors ever
 
 import numpy as np
 
-from nash_jax.parallel.padding import bucket_size
 from nash_jax.recipes.bug_injection.anchors import evaluate_anchors
 from nash_jax.recipes.bug_injection.config import ANCHOR_STAGE, STAGE, rows_per_step
 from nash_jax.recipes.bug_injection.credit import learner_batch, learner_rows
 from nash_jax.recipes.bug_injection.rounds import play
-from nash_jax.recipes.online import start
+from nash_jax.recipes.online import pg_step_shape, start
 from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.runs.keys import stage_key
+from nash_jax.runs.metrics import defined_metrics
 from nash_jax.setup import components
-from nash_jax.setup.plan import StepShape
 
 
 def train(config, run, task, game, snapshots):
@@ -29,7 +28,7 @@ def train(config, run, task, game, snapshots):
 
     def anchors(step, params):
         metrics = evaluate_anchors(config, game, task, model_def.merge(params), run, step)
-        run.log_metrics(ANCHOR_STAGE, step, defined(metrics))
+        run.log_metrics(ANCHOR_STAGE, step, defined_metrics(metrics))
 
     def work(step, state, extra, _):
         if step % a.eval_every == 0:
@@ -46,7 +45,7 @@ def train(config, run, task, game, snapshots):
         if reference is not None:
             batch["ref_logp"] = reference(step_fn, batch)
         state, metrics = step_fn.jitted(state, step_fn.place_global(batch))
-        metrics = defined({**dict(metrics), **info, "sandbox_s": game.sandbox_s - sandbox_before})
+        metrics = defined_metrics({**dict(metrics), **info, "sandbox_s": game.sandbox_s - sandbox_before})
         if (step + 1) % per_snapshot == 0:
             online.export(state.params, snapshots[(step + 1) // per_snapshot - 1])
         return state, extra, metrics
@@ -55,17 +54,8 @@ def train(config, run, task, game, snapshots):
     anchors(b.steps, state.params)
 
 
-def defined(metrics):
-    """The metrics that have a value (a mean over no item is NaN and is left out of the logs)."""
-    return {k: v for k, v in metrics.items() if not (isinstance(v, float) and np.isnan(v))}
-
-
 def plan_step(config):
     """One update: every rollout of a step (rows_per_step), with a k3 KL to π_0 when kl_coef > 0."""
     b = config.bug_injection
-    kl = {"kl_coef": b.kl_coef} if b.kl_coef > 0 else {}
     longest = max(b.injector_max_tokens, b.solver_max_tokens)
-    return StepShape("pg_kl" if kl else "pg",
-                     dict(clip_low=b.clip_low, clip_high=b.clip_high, aggregation=b.aggregation,
-                          max_len=longest, **kl),
-                     rows_per_step(b), bucket_size(config.data.max_prompt_tokens + longest, minimum=8))
+    return pg_step_shape(b, rows=rows_per_step(b), max_len=longest, prompt_tokens=config.data.max_prompt_tokens)

@@ -7,11 +7,10 @@ import numpy as np
 from nash_jax import parallel
 from nash_jax.setup import components
 from nash_jax.parallel.padding import bucket_size
-from nash_jax.setup.plan import StepShape
 from nash_jax.recipes.game_selfplay.config import EVAL_STAGE, STAGE, make_games
 from nash_jax.recipes.game_selfplay.credit import pg_batch, trajectory_advantages, turn_rows
 from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player
-from nash_jax.recipes.online import start
+from nash_jax.recipes.online import pg_step_shape, start
 from nash_jax.runs.keys import stage_key, stage_seed
 from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.selfplay import games as games_lib
@@ -88,9 +87,5 @@ def plan_step(config, text_games=None):
     player refuses a longer prompt) and sampling.max_new_tokens response tokens."""
     g = config.game_selfplay
     turns = sum(g.games_per_step * t.max_turns for t in text_games or make_games(config))
-    kl = {"kl_coef": g.kl_coef} if g.kl_coef > 0 else {}
-    return StepShape("pg_kl" if kl else "pg",
-                     dict(clip_low=g.clip_low, clip_high=g.clip_high, aggregation=g.aggregation,
-                          max_len=config.sampling.max_new_tokens, **kl),
-                     bucket_size(turns),
-                     bucket_size(config.data.max_prompt_tokens + config.sampling.max_new_tokens, minimum=8))
+    return pg_step_shape(g, rows=bucket_size(turns), max_len=config.sampling.max_new_tokens,
+                         prompt_tokens=config.data.max_prompt_tokens)

@@ -2,13 +2,11 @@
 each role's advantages, the rows the update trains on (R-Zero's alternating phases and p̂ band), the
 round's host-side figures, and the policy-gradient batch."""
 
-import jax.numpy as jnp
 import numpy as np
 
-from nash_jax.core import advantages as adv
 from nash_jax.recipes.proposer_solver.rounds import HELDOUT
 from nash_jax.rollout.batches import pg_batch
-from nash_jax.selfplay.episodes import Role, check_role_purity, comparison_key, group_ids, pack_episodes
+from nash_jax.selfplay.episodes import Role, role_advantages
 
 
 def learner_rows(config, game, rnd, capacity, proposer_phase, solver_phase):
@@ -20,22 +18,8 @@ def learner_rows(config, game, rnd, capacity, proposer_phase, solver_phase):
             for r in episode.rollouts:
                 band_ok = r.role == Role.SOLVER and lo <= rnd.scored[r.parent].p_hat <= hi
                 r.trainable = proposer_phase if r.role == Role.PROPOSER else (solver_phase and band_ok)
-    packed, carry = pack_episodes(rnd.episodes, capacity)
-    assert not carry, "a step's episodes always fit its batch"
-    rollouts = [r for e in packed for r in e.rollouts]
-    roles = np.array([int(r.role) for r in rollouts], np.int32)
-    groups = group_ids(roles, [comparison_key(r) for r in rollouts])
-    check_role_purity(groups, roles)
-    rewards = np.array([r.reward for r in rollouts], np.float32)
-    advantage = np.zeros(len(rollouts), np.float32)
-    pad = capacity - len(rollouts)
-    for role, mode in ((Role.PROPOSER, ps.proposer_advantage), (Role.SOLVER, ps.solver_advantage)):
-        mask = roles == role
-        if mask.any():
-            a = adv.group_advantages(jnp.asarray(np.pad(rewards, (0, pad))),
-                                     jnp.asarray(np.pad(groups, (0, pad), constant_values=-1)),
-                                     jnp.asarray(np.pad(mask, (0, pad))), num_groups=capacity, mode=mode)
-            advantage = np.where(mask, np.asarray(a)[:len(rollouts)], advantage)
+    rollouts, roles, groups, rewards, advantage = role_advantages(rnd.episodes, capacity,
+                                                                  ps.proposer_advantage, ps.solver_advantage)
     metrics = round_metrics(ps, rnd, rollouts, roles, groups, rewards)
     rows = [(rnd.prompts[r.uid], r, float(a)) for r, a in zip(rollouts, advantage) if r.trainable]
     metrics["trained_rows"] = float(len(rows))

@@ -102,23 +102,17 @@ def markdown(report, plots):
              "| " + " | ".join(k for k in a if k != "p_hat_distribution") + " |",
              "|---" * (len(a) - 1) + "|"]
     for i in range(len(a["step"])):
-        lines.append("| " + " | ".join(_fmt(a[k][i]) for k in a if k != "p_hat_distribution") + " |")
+        lines.append("| " + " | ".join(writer.cell(a[k][i]) for k in a if k != "p_hat_distribution") + " |")
     lines += ["", "## Solver snapshots: accuracy on the held-out set and on each snapshot's problems", "",
               "| solver | held-out | " + " | ".join(f"problems of {l} (n={n})" for l, n in
                                                    zip(s["labels"], s["problems"])) + " |",
               "|---|---|" + "---|" * len(s["labels"])]
     for label, held, row in zip(s["labels"], s["heldout_accuracy"], s["cross_accuracy"]):
-        lines.append(f"| {label} | {_fmt(held)} | " + " | ".join(_fmt(v) for v in row) + " |")
+        lines.append(f"| {label} | {writer.cell(held)} | " + " | ".join(writer.cell(v) for v in row) + " |")
     lines += ["", "A later solver that does worse than an earlier one on the held-out set, or on the "
               "earlier proposer's problems, is a regression that self-play alone would not show.", ""]
     lines += writer.figure_lines(plots)
     return "\n".join(lines)
-
-
-def _fmt(value):
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return "-"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def summary_lines(report):

@@ -6,15 +6,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from nash_jax.setup import components
-from nash_jax.parallel.padding import bucket_size
-from nash_jax.setup.plan import StepShape
-from nash_jax.recipes.online import copy, start
+from nash_jax.recipes.online import copy, pg_step_shape, start
 from nash_jax.recipes.proposer_solver.anchors import EMBED_DIM, evaluate_anchors
 from nash_jax.recipes.proposer_solver.config import ANCHOR_STAGE, STAGE, rows_per_step
 from nash_jax.recipes.proposer_solver.credit import learner_batch, learner_rows
 from nash_jax.recipes.proposer_solver.rounds import play
 from nash_jax.recipes.proposer_solver.task import heldout_texts
 from nash_jax.runs.keys import stage_key
+from nash_jax.runs.metrics import defined_metrics
 from nash_jax.rollout.sampling import pad_id_of
 
 
@@ -34,7 +33,7 @@ def train(config, run, task, game, snapshots):
     def anchors(step, params, extra):
         metrics, extra = evaluate_anchors(config, game, task, model_def.merge(params), extra, held,
                                             step)
-        run.log_metrics(ANCHOR_STAGE, step, _defined(metrics))
+        run.log_metrics(ANCHOR_STAGE, step, defined_metrics(metrics))
         return extra
 
     def work(step, state, extra, _):
@@ -66,7 +65,7 @@ def train(config, run, task, game, snapshots):
             state, metrics = step_fn.jitted(state, step_fn.place_global(batch))
             metrics = dict(metrics)
         metrics.update(info, phase=float(solver_phase and not proposer_phase))
-        metrics = _defined(metrics)
+        metrics = defined_metrics(metrics)
         if (step + 1) % per_snapshot == 0:
             online.export(state.params, snapshots[(step + 1) // per_snapshot - 1])
         return state, extra, metrics
@@ -79,18 +78,9 @@ def train(config, run, task, game, snapshots):
     anchors(ps.steps, state.params, extra)
 
 
-def _defined(metrics):
-    """The metrics that have a value (a figure over no item, such as p̂ with no valid proposal, is NaN
-    and is left out of the logs)."""
-    return {k: v for k, v in metrics.items() if not (isinstance(v, float) and np.isnan(v))}
-
-
 def plan_step(config):
     """One update: every rollout of a step (rows_per_step), with a k3 KL to π_0 when kl_coef > 0."""
     ps = config.proposer_solver
-    kl = {"kl_coef": ps.kl_coef} if ps.kl_coef > 0 else {}
     longest = max(ps.proposer_max_tokens, ps.solver_max_tokens)
-    return StepShape("pg_kl" if kl else "pg",
-                     dict(clip_low=ps.clip_low, clip_high=ps.clip_high, aggregation=ps.aggregation,
-                          max_len=longest, **kl),
-                     rows_per_step(ps), bucket_size(config.data.max_prompt_tokens + longest, minimum=8))
+    return pg_step_shape(ps, rows=rows_per_step(ps), max_len=longest,
+                         prompt_tokens=config.data.max_prompt_tokens)
