@@ -14,7 +14,8 @@ patch is a one-line hunk:
 
 `mutants(repo, seed)` lists every mutant of a repository's source files whose tree differs from the
 original, in an order drawn by `seed`; whether its bug is caught by a test is for the caller to run
-(selfplay.ssr_demonstrations). `unified_diff` writes a patch `git apply` reads (a/ b/ prefixes).
+(selfplay.ssr_demonstrations). `unified_diff` writes a patch `git apply --unidiff-zero` reads (a/ b/
+prefixes, no context lines by default).
 """
 
 import ast
@@ -32,13 +33,18 @@ COMPARISONS = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "==
 ARITHMETIC = {"+": "-", "-": "+", "*": "+", "/": "*", "//": "/", "%": "//"}
 BOOLEAN = {"and": "or", "or": "and"}
 _ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
+# No context lines: a one-token bug is a hunk of its `-old` and `+new` lines, the shortest text a
+# policy can write that git still checks (the old line must be in the file; a wrong line number is
+# found at its offset).
+CONTEXT = 0
 
 
-def unified_diff(path, before, after):
+def unified_diff(path, before, after, context=CONTEXT):
     """The patch turning text `before` into `after` of file `path` (relative, POSIX), with a/ b/
-    prefixes and git's marker for a last line without a newline, so that `git apply` reads it."""
+    prefixes and git's marker for a last line without a newline, so that `git apply` reads it
+    (`--unidiff-zero`, as selfplay.ssr_patch applies every patch, for zero context lines)."""
     lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                 f"a/{path}", f"b/{path}")
+                                 f"a/{path}", f"b/{path}", n=context)
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
                    for line in lines)
 

@@ -4,7 +4,8 @@ and applying them with `git apply --check` first, then `git apply` (a plain fold
 A diff is the `git diff` / `diff -ru` kind with `a/` and `b/` prefixes (`-p1`): for each file a
 `--- a/PATH` / `+++ b/PATH` pair (`/dev/null` for a created or deleted file) and its `@@` hunks, with
 optional `diff --git` headers (renames and copies included). Binary patches and symbolic links are
-refused; so is any path that is absolute, quoted or has a `..` or `.git` component.
+refused; so is any path that is absolute, quoted or has a `..` or `.git` component. Hunks may have
+no context lines (`diff -U0`): they are applied with `git apply --unidiff-zero`.
 """
 
 import os
@@ -124,11 +125,12 @@ def safe_path(name, where):
 
 def apply_patch(diff, directory, what):
     """Apply `diff` in `directory`: `git apply --check` first, then `git apply`. ValueError with git's
-    message when it does not apply; an empty diff changes nothing."""
+    message when it does not apply; an empty diff changes nothing. Hunks without context lines
+    (`--unidiff-zero`) are accepted: git still checks each removed line against the file."""
     if not diff.strip():
         return
     for check in (["--check"], []):
-        done = subprocess.run(["git", "apply", *check, "--whitespace=nowarn", "-"], input=diff,
+        done = subprocess.run(["git", "apply", *check, "--unidiff-zero", "--whitespace=nowarn", "-"], input=diff,
                               text=True, capture_output=True, cwd=directory, env=_git_env(directory))
         if done.returncode != 0:
             message = done.stderr.strip().replace("\n", "; ")

@@ -41,11 +41,42 @@ def solver_prompt(folder, specification):
 
 
 def training_texts():
-    """What the tokenizer is fitted to: the training repositories' files and their prompts."""
+    """What the tokenizer is fitted to: the training repositories' files and their prompts, and
+    GENERATED_FOR_TOKENIZER repositories of the generated family's training split with an artifact
+    and a repair of each of their mutants (the zero-context diffs a policy writes)."""
     out = []
     for row in code_repositories.rows("train"):
         out += row["source_texts"] + row["test_texts"]
         out.append(injector_prompt(row["name"], row["path"]))
+    return out + _generated_texts(GENERATED_FOR_TOKENIZER)
+
+
+GENERATED_FOR_TOKENIZER = 32
+
+
+def _generated_texts(n):
+    """Prompts, artifacts (the test a mutant breaks removed, not run: the tokenizer needs the
+    text's form only) and repairs of n generated training repositories (the solver's prompt shows
+    the original sources here: the form, again, is what counts)."""
+    import tempfile
+
+    from nash_jax.selfplay.mutations import mutants, unified_diff
+    from nash_jax.selfplay.ssr_artifact import Artifact, policy_text
+    from nash_jax.selfplay.ssr_demonstrations import weaken
+    from nash_jax.selfplay.ssr_patch import reversed_diff
+    from nash_jax.tasks import generated_repos
+
+    out = []
+    with tempfile.TemporaryDirectory(prefix="nash-jax-tokenizer-") as scratch:
+        for root in generated_repos.write_repositories(scratch, "train", n, seed=0):
+            (test,) = [f for f in code_repositories.repository_files(root) if code_repositories.is_test_file(f)]
+            before = (root / test).read_text(encoding="utf-8")
+            out.append(injector_prompt(root.name, root))
+            for mutant in mutants(root, seed=0):
+                function = mutant.mutated.splitlines()[mutant.line - 2].split("(")[0].removeprefix("def ")
+                weakening = unified_diff(test, before, weaken(before, {f"test_{function}"}))
+                out.append(policy_text(Artifact(mutant.bug_diff, weakening, (test,), root.name)))
+                out.append(solver_prompt(root, reversed_diff(weakening, test)) + mutant.repair_diff)
     return out
 
 

@@ -29,7 +29,9 @@ TINY = {
     "data": {"max_prompt_tokens": 64},
     "sampling": {"temperature": 1.0},  # so that the behaviour log-probs are the policy's own
     "train": {"checkpoint_every": 1},
-    "bug_injection": {"steps": 2, "repositories_per_step": 2, "injectors_per_repository": 2,
+    # the hand-written training repositories, and one generated held-out one (tasks.generated_repos)
+    "bug_injection": {"repositories": None, "heldout_repositories": [], "generated": {"train": 0, "heldout": 1},
+                      "steps": 2, "repositories_per_step": 2, "injectors_per_repository": 2,
                       "solvers_per_artifact": 1, "demonstrations": 2, "injector_max_tokens": 24,
                       "solver_max_tokens": 128,
                       # the anchors' injector batch is the training one's shape: one compiled sampler
@@ -67,7 +69,8 @@ def test_a_run_reports_its_anchors_warm_start_first(whole_run):
         assert failed + anchors["valid_artifacts"][step] == 4, anchors
     assert all(sum(row) in (0.0, pytest.approx(1.0)) for row in anchors["solve_rate_distribution"])
     assert report["heldout_bugs"] == 1 and report["demonstrations"] == 2
-    assert report["repositories"]["heldout"] == code_repositories.names("heldout")
+    assert report["repositories"]["train"] == code_repositories.names("train")
+    assert report["repositories"]["heldout"] == [str(tmp / "whole" / "data" / "ssr" / "repos" / "gen_heldout_000")]
     assert report["sandbox"]["rlimits"], report["sandbox"]
     steps = [m for m in read_metrics(tmp / "whole" / "metrics.jsonl") if m["stage"] == "bug_injection"]
     assert [m["step"] for m in steps] == [1, 2]

@@ -30,7 +30,7 @@ def _changed_lines(diff):
 
 
 def _git_apply(directory, diff, *flags):
-    return subprocess.run(["git", "apply", *flags, "-"], input=diff, text=True, cwd=directory,
+    return subprocess.run(["git", "apply", "--unidiff-zero", *flags, "-"], input=diff, text=True, cwd=directory,
                           capture_output=True)
 
 

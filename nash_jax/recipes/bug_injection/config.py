@@ -32,6 +32,17 @@ class SandboxConfig:
 
 
 @dataclass(frozen=True)
+class GeneratedConfig:
+    """Repositories of the procedural family (tasks.generated_repos), written under the run
+    directory and added to the training and held-out repositories (its held-out split never shares a
+    function with its training one)."""
+    DOMAINS = {"train": NON_NEGATIVE, "heldout": NON_NEGATIVE, "functions": AT_LEAST_1}
+    train: int = 0
+    heldout: int = 0
+    functions: int = 3  # one-line functions per repository
+
+
+@dataclass(frozen=True)
 class AnchorConfig:
     DOMAINS = {"eval_every": AT_LEAST_1, "heldout_bugs": AT_LEAST_1, "repositories": AT_LEAST_1,
                "injectors_per_repository": AT_LEAST_1}
@@ -54,6 +65,7 @@ class BugInjectionConfig:
     # (tasks.code_repositories.expand); the held-out ones are the shipped `heldout` split
     repositories: list[str] | None = None
     heldout_repositories: list[str] | None = None
+    generated: GeneratedConfig = field(default_factory=GeneratedConfig)
     repositories_per_step: int = 2
     injectors_per_repository: int = 2  # an injector's comparison group: the artifacts of one repository
     solvers_per_artifact: int = 4  # G

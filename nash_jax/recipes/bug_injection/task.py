@@ -10,7 +10,7 @@ from nash_jax.recipes.bug_injection.config import DATA_STAGE
 from nash_jax.runs.keys import stage_seed
 from nash_jax.selfplay import ssr_demonstrations
 from nash_jax.selfplay.ssr_artifact import read_artifact_dir, resolve_repository
-from nash_jax.tasks import code_repositories
+from nash_jax.tasks import code_repositories, generated_repos
 
 
 @dataclass(frozen=True)
@@ -48,10 +48,26 @@ def repositories(entries, split):
     return [Repository(str(root), root) for root in code_repositories.expand(entries)]
 
 
+def generated(run, split, n, config):
+    """Repository of each of the n generated repositories of `split` (written once per run, by the
+    writing process; the same seed gives the same ones)."""
+    g, folder = config.bug_injection.generated, run / "data" / "ssr" / "repos"
+    if parallel.is_writer():
+        generated_repos.write_repositories(folder, split, n, stage_seed(config.seed, 0, "ssr_repos"),
+                                           g.functions)
+    paths = [generated_repos.path_of(folder, split, index) for index in range(n)]
+    return [Repository(str(path), path) for path in paths]
+
+
 def task_data(config, run):
     b = config.bug_injection
-    train = repositories(b.repositories, "train")
-    heldout = repositories(b.heldout_repositories, "heldout")
+    train = repositories(b.repositories, "train") + generated(run, "train", b.generated.train, config)
+    heldout = (repositories(b.heldout_repositories, "heldout")
+               + generated(run, "heldout", b.generated.heldout, config))
+    for what, repos in (("training", train), ("held-out", heldout)):
+        if not repos:
+            raise ValueError(f"bug_injection: no {what} repositories (repositories / "
+                             "heldout_repositories and generated); expected at least one")
     overlap = {r.root for r in train} & {r.root for r in heldout}
     if overlap:
         raise ValueError(f"bug_injection: {sorted(map(str, overlap))} are both training and held-out "
