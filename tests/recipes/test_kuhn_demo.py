@@ -11,10 +11,11 @@ pytestmark = pytest.mark.long
 
 # What held on every run measured (README, "Zero-sum game self-play": 5 seeds under each advantage on
 # 1 device, 3 on 8): the final exploitability at least this far below the warm start's (the smallest
-# drop seen was 0.118), and every snapshot's invalid-move rate under 10 % (the largest seen: 4.6 %).
-# Neither a share of the warm start's value nor a win rate against the random player held on every
-# seed: two in five stall near 1/3, and a less exploitable policy can beat the random one less often.
-MIN_DROP = 0.1
+# drop seen was 0.127, GRPO's; RAE's 0.154), and every RAE snapshot's invalid-move rate under 5 % (the
+# largest seen: 2.3 %; one GRPO seed reached 15 %). RAE below GRPO on every seed held too, but one run
+# cannot show it; a share of the warm start's value did not (RAE's seed 1 ended at 0.310 from 0.464).
+MIN_DROP = 0.12
+MAX_INVALID = 0.05
 
 
 def test_the_kuhn_demo_lowers_exact_exploitability_below_the_warm_start(tmp_path):
@@ -25,4 +26,4 @@ def test_the_kuhn_demo_lowers_exact_exploitability_below_the_warm_start(tmp_path
     assert report["exploitability"]["step"] == list(range(0, 50, 5)), report["exploitability"]
     assert values[-1] < values[0] - MIN_DROP, values
     game = report["per_game"]["kuhn_poker"]
-    assert max(game["invalid_move_rate"].values()) < 0.1, game["invalid_move_rate"]
+    assert max(game["invalid_move_rate"].values()) < MAX_INVALID, game["invalid_move_rate"]
