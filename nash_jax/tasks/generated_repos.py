@@ -1,7 +1,7 @@
 """A procedural family of tiny Python repositories for SSR: a seeded generator, shipped as code.
 
-Twelve hand-written repositories are too few for a tiny model to learn a repair it can carry to
-unseen code; a distribution of repositories is not. Each generated repository is one module of
+Sixteen hand-written training repositories are too few for a tiny model to learn a repair it can
+carry to unseen code; a distribution of repositories is not. Each generated repository is one module of
 `functions` one-line integer functions whose name says what they compute (`add_3`, `above_7`,
 `mod_4`, ...) and its pytest file, one test per function, whose asserts catch every one-token mutant
 of the function (selfplay.mutations: the operator flipped, the constant moved by one, the value
