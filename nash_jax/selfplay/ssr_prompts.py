@@ -7,10 +7,15 @@ Both prompts end with the line that names the task, so that a prompt cut on the 
 (data.too_long: truncate_left) keeps what is asked and the files nearest to it.
 """
 
+import tempfile
 from pathlib import Path
 
 from nash_jax.models.tokenizer import WORD_SPECIAL, save_with_word_specials
-from nash_jax.tasks import code_repositories
+from nash_jax.selfplay.mutations import mutants, unified_diff
+from nash_jax.selfplay.ssr_artifact import Artifact, policy_text
+from nash_jax.selfplay.ssr_demonstrations import weaken
+from nash_jax.selfplay.ssr_patch import reversed_diff
+from nash_jax.tasks import code_repositories, generated_repos
 
 TOKENIZER_DIR = Path(__file__).with_name("ssr_tokenizer")
 VOCAB_SIZE = 2048
@@ -58,14 +63,6 @@ def _generated_texts(n):
     """Prompts, artifacts (the test a mutant breaks removed, not run: the tokenizer needs the
     text's form only) and repairs of n generated training repositories (the solver's prompt shows
     the original sources here: the form, again, is what counts)."""
-    import tempfile
-
-    from nash_jax.selfplay.mutations import mutants, unified_diff
-    from nash_jax.selfplay.ssr_artifact import Artifact, policy_text
-    from nash_jax.selfplay.ssr_demonstrations import weaken
-    from nash_jax.selfplay.ssr_patch import reversed_diff
-    from nash_jax.tasks import generated_repos
-
     out = []
     with tempfile.TemporaryDirectory(prefix="nash-jax-tokenizer-") as scratch:
         for root in generated_repos.write_repositories(scratch, "train", n, seed=0):
@@ -73,8 +70,8 @@ def _generated_texts(n):
             before = (root / test).read_text(encoding="utf-8")
             out.append(injector_prompt(root.name, root))
             for mutant in mutants(root, seed=0):
-                function = mutant.mutated.splitlines()[mutant.line - 2].split("(")[0].removeprefix("def ")
-                weakening = unified_diff(test, before, weaken(before, {f"test_{function}"}))
+                broken = generated_repos.covering_test(mutant.original, mutant.line)
+                weakening = unified_diff(test, before, weaken(before, {broken}))
                 out.append(policy_text(Artifact(mutant.bug_diff, weakening, (test,), root.name)))
                 out.append(solver_prompt(root, reversed_diff(weakening, test)) + mutant.repair_diff)
     return out

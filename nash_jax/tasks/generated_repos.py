@@ -22,6 +22,7 @@ constant of the function's name, not recall a line it was trained on.
     write_repositories(folder, "train", n=48, seed=0)   # [Path of folder/gen_train_000, ...]
 """
 
+import ast
 import hashlib
 import random
 from pathlib import Path
@@ -69,6 +70,15 @@ def test_text(family, k):
         expected = repr(value) if isinstance(value, bool) else str(value)
         lines.append(f"    assert {name}({x}) {'is' if isinstance(value, bool) else '=='} {expected}\n")
     return f"def test_{name}():\n" + "".join(lines)
+
+
+def covering_test(source, line):
+    """The name of the test (of `test_text`) that checks the function of module text `source` whose
+    definition holds 1-based `line`."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.lineno <= line <= node.end_lineno:
+            return f"test_{node.name}"
+    raise ValueError(f"generated repositories: line {line} is in no function of the module")
 
 
 def repository_files(split, index, seed, functions=3):
