@@ -11,7 +11,8 @@ is a fine padding id.
   difficulty rewards  pass_rate, learnability, tent, spice_variance_reward, ssr_injector_reward,
                       gate_invalid, rzero_challenger_reward
   pseudo-labels       majority_vote, pseudo_label_rewards, band_filter
-  games               rae_advantages (SPIRAL), turn_discount, game_outcome_rewards, win_draw_loss_rate
+  games               rae_advantages (SPIRAL), turn_discount, move_entropy_bonus, game_outcome_rewards,
+                      win_draw_loss_rate
   loss aggregation    aggregate_loss
   (diversity of what a proposer writes: core.diversity)
 
@@ -281,6 +282,22 @@ def rae_advantages(rewards, keys, baselines, mask=None, *, decay=0.95, sequentia
 def turn_discount(advantages, steps_from_end, gamma):
     """A · γ^steps_from_end: a player's advantage spread over its turns (0 = the last turn)."""
     return jnp.asarray(advantages, F32) * jnp.asarray(gamma, F32) ** jnp.asarray(steps_from_end, F32)
+
+
+def move_entropy_bonus(probs, actions, coef):
+    """Per turn, (coef · (−log π(a|s) − H(π(·|s))), H(π(·|s))), both [N] float32, from the policy over
+    the legal moves probs [N, A] (rows sum to 1) at each turn's state and the move a = actions [N] it
+    made.
+
+    Added to a turn's advantage, its expectation over a ~ π is coef · ∇H(π(·|s)) (the score-function
+    form of an entropy bonus; H is the zero-mean baseline), so the policy gradient maximises return +
+    coef · entropy: the entropy-regularised game, whose fixed point is a quantal response equilibrium
+    rather than a pure strategy. An action of probability 0 counts as log 1e-30, not −inf."""
+    p = jnp.asarray(probs, F32)
+    logp = jnp.log(jnp.maximum(p, 1e-30))
+    entropy = -jnp.sum(jnp.where(p > 0, p * logp, 0.0), axis=-1)
+    chosen = jnp.take_along_axis(logp, jnp.asarray(actions)[:, None], axis=-1)[:, 0]
+    return (jnp.asarray(coef, F32) * (-chosen - entropy)).astype(F32), entropy.astype(F32)
 
 
 def game_outcome_rewards(winner, invalid_player, truncated, *, invalid_penalty=-1.5,

@@ -47,12 +47,7 @@ class ExactEvaluator:
     def probabilities(self, first_logprobs):
         """([S, A] action probabilities over the legal actions, [S] illegal mass) from the log-probs
         [S, V] of the first response token at every information state."""
-        logp = np.asarray(first_logprobs, np.float64)
-        p = np.stack([np.exp(logp[:, ids]).sum(axis=1) for ids in self.action_ids], axis=1) * self.legal
-        legal_mass = p.sum(axis=1, keepdims=True)
-        uniform = self.legal / self.legal.sum(axis=1, keepdims=True)
-        probs = np.where(legal_mass > 0, p / np.where(legal_mass > 0, legal_mass, 1.0), uniform)
-        return probs, np.clip(1.0 - legal_mass[:, 0], 0.0, 1.0)
+        return move_probabilities(first_logprobs, self.action_ids, self.legal)
 
     def evaluate(self, probs):
         """{"exploitability", "nash_conv"} of the tabular policy with action probabilities [S, A]."""
@@ -71,6 +66,20 @@ class ExactEvaluator:
     def as_dict(self, probs):
         return {key: {self.game.words[a]: float(probs[s, a]) for a in np.flatnonzero(self.legal[s])}
                 for s, key in enumerate(self.keys)}
+
+
+def move_probabilities(first_logprobs, action_ids, legal):
+    """([S, A] the policy over the legal actions, [S] illegal mass) from the log-probs [S, V] of the
+    first response token, the tokens `action_ids` [A] that name each action, and legal [S, A] bool:
+    each action's summed token probability, renormalised over the legal ones (uniform where they have
+    no mass at all)."""
+    logp = np.asarray(first_logprobs, np.float64)
+    legal = np.asarray(legal, bool)
+    p = np.stack([np.exp(logp[:, ids]).sum(axis=1) for ids in action_ids], axis=1) * legal
+    legal_mass = p.sum(axis=1, keepdims=True)
+    uniform = legal / legal.sum(axis=1, keepdims=True)
+    probs = np.where(legal_mass > 0, p / np.where(legal_mass > 0, legal_mass, 1.0), uniform)
+    return probs, np.clip(1.0 - legal_mass[:, 0], 0.0, 1.0)
 
 
 def exact_evaluator(game, tokenizer):

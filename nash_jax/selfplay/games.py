@@ -179,6 +179,7 @@ class Turn:
     seat: int
     move: Move
     action: int | None  # None: the move was not a legal action (the game ended on it)
+    legal: tuple = ()  # the legal actions of the state it answered
 
 
 @dataclass
@@ -297,7 +298,7 @@ def _apply(record, state, move, rng):
     """Apply one move to a game; → whether the game goes on."""
     seat = state.current_player()
     action = record.game.parse(state, move.text)
-    record.turns.append(Turn(seat, move, action))
+    record.turns.append(Turn(seat, move, action, tuple(state.legal_actions())))
     if action is None:
         record.invalid_player = seat
         return False

@@ -457,3 +457,27 @@ def test_majority_vote_ignores_missing_answers_and_breaks_ties_first_seen(rows):
     empty = adv.majority_vote(jnp.full((2, 5), -1))
     assert [x.tolist() for x in empty] == [[-1, -1], [0, 0], [0.0, 0.0]]
     assert adv.pseudo_label_rewards(jnp.full((1, 5), -1), empty[0][:1]).tolist() == [[0.0] * 5]
+
+
+def test_move_entropy_bonus_by_hand():
+    # π = (0.2, 0.8): H = −0.2 ln 0.2 − 0.8 ln 0.8 = 0.500402; bonus = coef (−ln π(a) − H)
+    probs = jnp.array([[0.2, 0.8], [0.2, 0.8], [0.5, 0.5], [1.0, 0.0]])
+    bonus, entropy = adv.move_entropy_bonus(probs, jnp.array([0, 1, 1, 0]), 0.5)
+    h = 0.5004024235
+    close(bonus, [0.5 * (1.6094379124 - h), 0.5 * (0.2231435513 - h), 0.0, 0.0], atol=1e-6)
+    close(entropy, [h, h, np.log(2), 0.0], atol=1e-6)
+
+
+def test_move_entropy_bonus_is_the_entropy_gradient_in_expectation():
+    # Σ_a π(a) bonus(a) ∇ log π(a) = coef ∇H for a softmax policy: the bonus's whole job
+    logits = jnp.array([0.3, -1.2, 0.8])
+
+    def entropy(z):
+        p = jax.nn.softmax(z)
+        return -jnp.sum(p * jnp.log(p))
+
+    p = jax.nn.softmax(logits)
+    bonus, _ = adv.move_entropy_bonus(jnp.tile(p, (3, 1)), jnp.arange(3), 0.7)
+    score = jax.jacobian(lambda z: jax.nn.log_softmax(z))(logits)  # [a, θ]: ∇ log π(a)
+    close(jnp.sum(p[:, None] * bonus[:, None] * score, axis=0), 0.7 * jax.grad(entropy)(logits),
+          atol=1e-6)

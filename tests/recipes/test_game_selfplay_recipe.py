@@ -95,6 +95,43 @@ def test_the_pg_batch_aligns_behaviour_log_probs_with_response_tokens():
     assert not batch["loss_mask"][2:].any()  # padding rows: masked copies
 
 
+def test_the_move_entropy_bonus_reads_the_policy_the_exact_evaluation_reads():
+    """A tiny random Llama at every Kuhn information state: each valid move's bonus is
+    coef · (−log π(a|s) − H(π(·|s))) with π the evaluator's renormalised first-token policy there; an
+    invalid move gets none; turn_rows adds the bonus before dropping zero advantages."""
+    from flax import nnx
+
+    from nash_jax import parallel
+    from nash_jax.models.llama import Llama, LlamaConfig
+    from nash_jax.models.tokenizer import load_tokenizer
+    from nash_jax.selfplay import game_eval
+
+    tokenizer = load_tokenizer(games.TOKENIZER_DIR)
+    model = Llama(LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+                              num_layers=1, num_heads=2, num_kv_heads=1, head_dim=8), rngs=nnx.Rngs(0))
+    evaluator = game_eval.ExactEvaluator.build(KUHN, tokenizer)
+    mesh = parallel.make_mesh()
+    probs, _ = evaluator.probabilities(game_eval.first_token_logprobs(
+        model, evaluator.prompt_ids, mesh, tokenizer.pad_token_id))
+    moves = [(KUHN, games.Turn(0, games.Move(KUHN.words[s % 2], ids, [1], [0.0]), s % 2, (0, 1)))
+             for s, ids in enumerate(evaluator.prompt_ids)]
+    moves.append((KUHN, games.Turn(1, games.Move("fold", evaluator.prompt_ids[0], [1], [0.0]), None,
+                                   (0, 1))))
+    bonus, entropy = recipe.move_entropy_bonuses(moves, model, tokenizer, mesh, tokenizer.pad_token_id,
+                                                 coef=0.3)
+    p = probs[np.arange(12), np.arange(12) % 2]
+    h = -(probs * np.log(probs)).sum(axis=1)
+    np.testing.assert_allclose(bonus[:12], 0.3 * (-np.log(p) - h), atol=1e-5)
+    np.testing.assert_allclose(entropy[:12], h, atol=1e-5)
+    assert bonus[12] == 0.0 and entropy[12] == 0.0
+    record = finished(KUHN, 0, [0.0, 0.0])
+    trajectories, _, a, _ = recipe.trajectory_advantages([record], None, GAME_INDEX, mode="none",
+                                                         decay=0.95)
+    assert recipe.turn_rows(trajectories, a, gamma=1.0, drop_zero=True) == []
+    rows = recipe.turn_rows(trajectories, a, gamma=1.0, drop_zero=True, bonus=np.array([0.25, -0.5]))
+    assert [v for _, v in rows] == [0.25, -0.5]
+
+
 # ---------------------------------------------------------------------------------------------------
 # end to end
 

@@ -12,7 +12,9 @@ OpenSpiel games rendered as text (selfplay/games.py). Each step:
     update    the `pg` objective (clipped policy gradient, behaviour log-probs from the sampler); with
               kl_coef > 0, `pg_kl`: a k3 KL towards π_0 on every trained token, which keeps the
               move format and, with a near-uniform π_0, pulls the last iterate towards a regularised
-              equilibrium instead of letting it cycle into a pure strategy (magnetic mirror descent)
+              equilibrium instead of letting it cycle into a pure strategy (magnetic mirror descent);
+              with entropy_coef > 0, each valid move's advantage gains an entropy bonus over the legal
+              moves alone (adv.move_entropy_bonus; a uniform magnet that leaves the format free)
 
 Anchors: the exact exploitability of the policy (Kuhn and Leduc poker; selfplay/game_eval.py) every
 `eval_every` steps; at the end, a frozen-opponent table of every snapshot against a uniformly random
@@ -31,9 +33,10 @@ from nash_jax.recipes import Recipe, preparation, register
 from nash_jax.setup import components
 from nash_jax.recipes.game_selfplay.config import (BUILTIN_GAME, EVAL_STAGE, STAGE, GameSelfPlayConfig,
                                                    check, make_games)
-from nash_jax.recipes.game_selfplay.credit import pg_batch, trajectory_advantages, turn_rows
+from nash_jax.recipes.game_selfplay.credit import (pg_batch, trajectory_advantages, trajectory_turns,
+                                                   turn_rows)
 from nash_jax.recipes.game_selfplay.initial_policy import demonstration_policy, warm_start
-from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player
+from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player, move_entropy_bonuses
 from nash_jax.recipes.game_selfplay.report import build_report, summary, write_report
 from nash_jax.recipes.game_selfplay.training import plan_step, play_metrics, train
 from nash_jax.selfplay import game_eval
@@ -41,8 +44,8 @@ from nash_jax.selfplay import game_eval
 # the names other modules, tools and tests use
 __all__ = ["BUILTIN_GAME", "EVAL_STAGE", "STAGE", "GameSelfPlayConfig", "build_report", "check",
            "demonstration_policy", "exact_metrics", "make_games", "model_player",
-           "pg_batch", "plan_step", "play_metrics", "run_game_selfplay", "summary",
-           "train", "trajectory_advantages", "turn_rows", "warm_start", "write_report"]
+           "move_entropy_bonuses", "pg_batch", "plan_step", "play_metrics", "run_game_selfplay", "summary",
+           "train", "trajectory_advantages", "trajectory_turns", "turn_rows", "warm_start", "write_report"]
 
 
 def run_game_selfplay(config, run):

@@ -21,7 +21,7 @@ class GameSelfPlayConfig:
     DOMAINS = {"steps": AT_LEAST_1, "games_per_step": AT_LEAST_1, "max_turns": AT_LEAST_1,
                "rae_decay": Range(0, 1, high_open=True), "gamma": Range(0, 1, low_open=True),
                "epochs": AT_LEAST_1, "clip_low": Range(0, 1), "clip_high": NON_NEGATIVE,
-               "kl_coef": NON_NEGATIVE,
+               "kl_coef": NON_NEGATIVE, "entropy_coef": NON_NEGATIVE,
                "eval_every": AT_LEAST_1, "snapshots": AT_LEAST_1, "eval_games": AT_LEAST_1,
                "warm_start_jitter": PROBABILITY, "warm_start_repeat": PROBABILITY}
     games: list[str] = field(default_factory=lambda: ["kuhn_poker"])  # OpenSpiel names
@@ -40,6 +40,11 @@ class GameSelfPlayConfig:
     clip_low: float = 0.2
     clip_high: float = 0.2
     kl_coef: float = 0.0  # > 0: the pg_kl objective, a k3 KL penalty towards the initial policy π_0
+    # > 0: each valid move's advantage gains entropy_coef · (−log π(a|s) − H(π(·|s))), π the policy over
+    # the legal moves read from the first response token at the turn's prompt (the exact evaluation's
+    # reading): an entropy bonus on the moves alone, not on their spellings or on invalid replies,
+    # which keeps a policy that is learning the format from collapsing onto one move
+    entropy_coef: float = 0.0
     aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
                          "drgrpo"] = "drgrpo"
     eval_every: int = 10  # steps between exact exploitability evaluations

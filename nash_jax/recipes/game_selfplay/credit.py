@@ -46,8 +46,14 @@ def trajectory_advantages(records, baselines, game_index, *, mode, decay):
     return trajectories, rewards, np.asarray(a, np.float32)[:n], np.asarray(baselines, np.float32)
 
 
-def turn_rows(trajectories, advantages, *, gamma, drop_zero):
-    """[(Turn, advantage)] of every model turn: A·γ^(turns of the same player left)."""
+def trajectory_turns(trajectories):
+    """[(TextGame, Turn)] of every turn of `trajectories`, in the order turn_rows reads them."""
+    return [(record.game, turn) for record, seat in trajectories for turn in record.seat_turns(seat)]
+
+
+def turn_rows(trajectories, advantages, *, gamma, drop_zero, bonus=None):
+    """[(Turn, advantage)] of every model turn: A·γ^(turns of the same player left), plus bonus [n]
+    (one value per turn of trajectory_turns, e.g. the move-entropy bonus; None: none)."""
     turns, per_turn, steps_from_end = [], [], []
     for (record, seat), a in zip(trajectories, advantages):
         mine = record.seat_turns(seat)
@@ -58,6 +64,8 @@ def turn_rows(trajectories, advantages, *, gamma, drop_zero):
         return []
     values = np.asarray(adv.turn_discount(np.asarray(per_turn, np.float32),
                                           np.asarray(steps_from_end), gamma))
+    if bonus is not None:
+        values = values + np.asarray(bonus, np.float32)
     return [(turn, float(value)) for turn, value in zip(turns, values)
             if turn.move.tokens is not None and not (drop_zero and value == 0.0)]
 

@@ -8,8 +8,9 @@ from nash_jax import parallel
 from nash_jax.setup import components
 from nash_jax.parallel.padding import bucket_size
 from nash_jax.recipes.game_selfplay.config import EVAL_STAGE, STAGE, make_games
-from nash_jax.recipes.game_selfplay.credit import pg_batch, trajectory_advantages, turn_rows
-from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player
+from nash_jax.recipes.game_selfplay.credit import (pg_batch, trajectory_advantages, trajectory_turns,
+                                                   turn_rows)
+from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player, move_entropy_bonuses
 from nash_jax.recipes.online import pg_step_shape, start
 from nash_jax.runs.keys import stage_key, stage_seed
 from nash_jax.rollout.sampling import pad_id_of
@@ -45,7 +46,10 @@ def train(config, run, text_games, tokenizer, evaluators, mesh):
             stage_seed(config.seed, step, "chance")))
         trajectories, rewards, a, baselines = trajectory_advantages(
             records, extra["baselines"], game_index, mode=g.advantage, decay=g.rae_decay)
-        rows = turn_rows(trajectories, a, gamma=g.gamma, drop_zero=g.drop_zero_advantage)
+        bonus, entropy = (move_entropy_bonuses(trajectory_turns(trajectories), policy, tokenizer, mesh,
+                                               pad_id, g.entropy_coef)
+                          if g.entropy_coef > 0 else (None, None))
+        rows = turn_rows(trajectories, a, gamma=g.gamma, drop_zero=g.drop_zero_advantage, bonus=bonus)
         if not rows:  # nothing to learn from: one masked row keeps the step (and the schedule) going
             rows = [(records[0].turns[0], 0.0)]
         batch = pg_batch(rows, pad_id, shards)
@@ -55,6 +59,7 @@ def train(config, run, text_games, tokenizer, evaluators, mesh):
         for _ in range(g.epochs):
             state, metrics = step_fn.jitted(state, batch)
         metrics = {**metrics, **play_metrics(records, text_games, rewards, a, len(rows)),
+                   **entropy_metrics(trajectories, bonus, entropy),
                    **{f"baseline_{t.name}_seat{s}": baselines[game_index[t.name] * 2 + s]
                       for t in text_games for s in (0, 1)}}
         if (step + 1) % per_snapshot == 0:
@@ -79,6 +84,17 @@ def play_metrics(records, text_games, rewards, advantages, kept):
         for seat in (0, 1):
             out[f"win_rate_{t.name}_seat{seat}"] = float(np.mean([r.result(seat) == "W" for r in mine]))
     return out
+
+
+def entropy_metrics(trajectories, bonus, entropy):
+    """The move-entropy bonus's statistics over the step's valid moves ({} without the bonus)."""
+    if bonus is None:
+        return {}
+    valid = np.array([turn.action is not None for _, turn in trajectory_turns(trajectories)], bool)
+    if not valid.any():
+        return {"move_entropy": 0.0, "entropy_bonus_abs_mean": 0.0}
+    return {"move_entropy": float(entropy[valid].mean()),
+            "entropy_bonus_abs_mean": float(np.abs(bonus[valid]).mean())}
 
 
 def plan_step(config, text_games=None):
