@@ -42,9 +42,10 @@ def token_logprobs(logits, targets, mask):
     return jnp.where(mask, logp, 0.0)
 
 
-def chunked_token_logprobs(hidden, unembedding, targets, mask, *, chunk, softcap=None):
-    """token_logprobs(logits_from_hidden(hidden, unembedding, softcap), targets, mask) without the
-    [B, N, V] fp32 logits.
+def chunked_token_logprobs(hidden, unembedding, targets, mask, *, chunk, softcap=None, temperature=1.0):
+    """token_logprobs(logits_from_hidden(hidden, unembedding, softcap) / temperature, targets, mask)
+    without the [B, N, V] fp32 logits (temperature: the sampler's, for log-probs of the distribution
+    it drew from; 1.0 divides nothing).
 
     hidden [B, N, E] (compute dtype), unembedding [V, E], targets [B, N] int, mask [B, N] bool →
     [B, N] float32. The B·N positions are cut into chunks of `chunk` (the last padded, masked out)
@@ -61,8 +62,11 @@ def chunked_token_logprobs(hidden, unembedding, targets, mask, *, chunk, softcap
     rows = b * n
     if chunk < 1:
         raise ValueError(f"chunk={chunk}; expected a positive number of positions per chunk")
+    if temperature <= 0:
+        raise ValueError(f"temperature={temperature}; expected a positive temperature")
     if rows <= chunk:
-        return token_logprobs(logits_from_hidden(hidden, head, softcap), targets, mask)
+        return token_logprobs(tempered(logits_from_hidden(hidden, head, softcap), temperature),
+                              targets, mask)
     count = -(-rows // chunk)
     pad = count * chunk - rows
 
@@ -72,21 +76,26 @@ def chunked_token_logprobs(hidden, unembedding, targets, mask, *, chunk, softcap
         return x.reshape(count, chunk, *x.shape[1:])
 
     logp = _chunked_logprobs(chunks(hidden), head, chunks(targets), chunks(mask.astype(bool)),
-                             softcap)
+                             softcap, float(temperature))
     return logp.reshape(count * chunk)[:rows].reshape(b, n)
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(4,))
-def _chunked_logprobs(hidden, head, targets, mask, softcap):
+def tempered(logits, temperature):
+    """logits / temperature (the same array when temperature is 1)."""
+    return logits if temperature == 1.0 else logits / temperature
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(4, 5))
+def _chunked_logprobs(hidden, head, targets, mask, softcap, temperature):
     """[count, chunk] log-probs of hidden [count, chunk, E] under head [V, E] (both in the compute
     dtype), one chunk per scan step."""
-    return _chunked_logprobs_fwd(hidden, head, targets, mask, softcap)[0]
+    return _chunked_logprobs_fwd(hidden, head, targets, mask, softcap, temperature)[0]
 
 
-def _chunked_logprobs_fwd(hidden, head, targets, mask, softcap):
+def _chunked_logprobs_fwd(hidden, head, targets, mask, softcap, temperature):
     def one(_, xs):
         h, t, m = xs
-        logits = logits_from_hidden(h, head, softcap)
+        logits = tempered(logits_from_hidden(h, head, softcap), temperature)
         lse = jax.nn.logsumexp(logits, axis=-1)
         picked = jnp.take_along_axis(logits, jnp.where(m, t, 0)[:, None], axis=-1)[:, 0]
         return None, (jnp.where(m, picked - lse, 0.0), lse)
@@ -95,10 +104,11 @@ def _chunked_logprobs_fwd(hidden, head, targets, mask, softcap):
     return logp, (hidden, head, targets, mask, lse)
 
 
-def _chunked_logprobs_bwd(softcap, residuals, g):
+def _chunked_logprobs_bwd(softcap, temperature, residuals, g):
     """d log p_t / d logits = g_t (onehot(target_t) − softmax(logits_t)), with the softmax from the
     forward's log-sum-exp (no second max and sum over V) and the one-hot made by a comparison (no
-    scatter into [chunk, V] zeros); through the soft-cap × (1 − (logits / cap)²). The head's
+    scatter into [chunk, V] zeros); through the temperature × 1/T and the soft-cap
+    × (1 − (capped / cap)²). The head's
     gradient is accumulated transposed, [E, V] = hiddenᵀ · dlogits, and transposed once at the end:
     XLA:CPU runs the [V, E] = dlogitsᵀ · hidden form of that matmul 1.6x slower (one 1024-row chunk
     of a 49K vocabulary, E 576, one core: 548 ms against 348 ms)."""
@@ -107,12 +117,13 @@ def _chunked_logprobs_bwd(softcap, residuals, g):
 
     def one(d_head_t, xs):
         h, t, m, row_lse, row_g = xs
-        logits = logits_from_hidden(h, head, softcap)
+        capped = logits_from_hidden(h, head, softcap)
         row_g = jnp.where(m, row_g, 0.0)
         onehot = (vocab[None, :] == jnp.where(m, t, -1)[:, None]).astype(_F32)
-        d_logits = row_g[:, None] * (onehot - jnp.exp(logits - row_lse[:, None]))
+        d_logits = row_g[:, None] * (onehot - jnp.exp(tempered(capped, temperature) - row_lse[:, None]))
+        d_logits = tempered(d_logits, temperature)
         if softcap is not None:
-            d_logits = d_logits * (1.0 - jnp.square(logits / softcap))
+            d_logits = d_logits * (1.0 - jnp.square(capped / softcap))
         d_logits = d_logits.astype(h.dtype)
         d_hidden = jnp.einsum("nv,ve->ne", d_logits, head)
         d_head_t = d_head_t + jnp.einsum("ne,nv->ev", h, d_logits).astype(_F32)

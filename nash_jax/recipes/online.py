@@ -41,9 +41,11 @@ class OnlineTraining:
         components.export_policy(self.model_def.merge(params), directory, self.tokenizer_dir)
 
     def reference_logprobs(self):
-        """batch -> ref_logp [N, T] under π_0 (the `pg_kl` objective's KL towards it). Call it before the
-        first step: the state holds π_0 until then, on a resume too (the loop restores it later)."""
-        return reference_logprobs(self.model_def, copy(self.state.params))
+        """batch -> ref_logp [N, T] under π_0 at the sampling temperature (the `pg_kl` objective's KL
+        towards it, between the two tempered policies). Call it before the first step: the state holds
+        π_0 until then, on a resume too (the loop restores it later)."""
+        return reference_logprobs(self.model_def, copy(self.state.params),
+                                  self.config.sampling.temperature)
 
     def loop(self, stage, *, total, work, **kwargs):
         """train_loop over this state with the run's checkpointing and skip limit; → (state, extra)."""
@@ -62,7 +64,8 @@ def start(config, run, mesh, *, initial_dir, tokenizer_dir, objective, total_ste
     model_def, state, shardings = init_train_state(initial, tx, mesh=mesh, seed=config.seed)
     step_fn = make_step(objective, model_def, tx, schedule, shardings, mesh,
                         micro_batches=config.train.micro_batches,
-                        logprob_chunk=config.train.logprob_chunk, **hyperparameters)
+                        logprob_chunk=config.train.logprob_chunk,
+                        sampling_temperature=config.sampling.temperature, **hyperparameters)
     return OnlineTraining(config, run, mesh, initial, model_def, state, step_fn, tokenizer_dir)
 
 
@@ -89,10 +92,11 @@ def copy(params):
     return jax.tree.map(lambda x: x.copy(), params)
 
 
-def reference_logprobs(model_def, params):
-    """batch -> ref_logp [N, T] under fixed `params`: their log-prob of token t at position t, 0 at
-    position 0 and wherever the loss mask is off."""
-    fn = jax.jit(lambda p, tokens, segments, mask: token_logprobs(model_def, p, tokens, segments, mask)[0])
+def reference_logprobs(model_def, params, temperature=1.0):
+    """batch -> ref_logp [N, T] under fixed `params` at `temperature`: their log-prob of token t at
+    position t, 0 at position 0 and wherever the loss mask is off."""
+    fn = jax.jit(lambda p, tokens, segments, mask: token_logprobs(
+        model_def, p, tokens, segments, mask, temperature=temperature)[0])
 
     def reference(step_fn, batch):
         placed = step_fn.place_global({**batch, "ref_logp": np.zeros_like(batch["behaviour_logp"])})

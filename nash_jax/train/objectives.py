@@ -35,6 +35,9 @@ class Objective:
     fields: dict = field(default_factory=dict)  # batch field -> shape, beyond the token fields
     token_shape: tuple = ("N", "T")
     hyperparameters: tuple = ()  # keyword arguments `loss` requires
+    # its log-probs are those of the sampling distribution (logits / the sampler's temperature):
+    # true where the loss compares them with the sampler's own, as a policy gradient's ratio does
+    tempered: bool = False
 
     @property
     def batch_shapes(self):
@@ -85,9 +88,13 @@ def pg(token_logp, mask, batch, *, clip_low, clip_high, aggregation, max_len, kl
 
     behaviour_logp [N, T] holds, per response token, the log-prob of the distribution the sampler
     actually drew from (temperature and top-p/top-k applied: the sampler's `logprobs`, not
-    `logprobs_raw`), so the ratio π_θ/π_behaviour is a true importance weight: 1 on the first epoch
-    over fresh samples when the policy samples untempered and untruncated, and the clip bounds how far
-    later epochs over the same batch move from it. `pg_kl` adds ref_logp [N, T] and the k3 penalty.
+    `logprobs_raw`), and token_logp is π_θ at the same temperature (the objective is `tempered`: the
+    step divides the logits by the sampling temperature, as verl and TRL do). So the ratio
+    π_θ/π_behaviour is 1 on the first epoch over fresh samples when the sampler does not truncate
+    (top-p 1, top-k 0), and the clip bounds how far later epochs over the same batch move from it.
+    Against untempered log-probs, samples at 0.7 start with ratios far from 1, and the clip then drops
+    the gradient of exactly the rare tokens that did well. `pg_kl` adds ref_logp [N, T] (π_0 at the
+    same temperature) and the k3 penalty.
 
     Several epochs over one batch are several calls of the step on it. With micro-batches, the loss
     is the mean of the micro-batches' losses: exact for `seq-mean-*` and `drgrpo` (whose divisor is
@@ -116,9 +123,9 @@ OBJECTIVES = {o.name: o for o in (
     Objective("ipo", partial(pair, loss_fn=losses.ipo_loss), _PAIR_FIELDS, ("N", 2, "T"), ("beta",)),
     Objective("nash_md_pg", nash_md_pg, {"ref_logp": ("N",), "pref": ("N",)}, hyperparameters=("tau",)),
     Objective("sft", sft),
-    Objective("pg", pg, _PG_FIELDS, hyperparameters=_PG_HYPERPARAMETERS),
+    Objective("pg", pg, _PG_FIELDS, hyperparameters=_PG_HYPERPARAMETERS, tempered=True),
     Objective("pg_kl", pg, {**_PG_FIELDS, "ref_logp": ("N", "T")},
-              hyperparameters=(*_PG_HYPERPARAMETERS, "kl_coef")),
+              hyperparameters=(*_PG_HYPERPARAMETERS, "kl_coef"), tempered=True),
 )}
 
 

@@ -39,8 +39,9 @@ DEFAULT_LOGPROB_CHUNK = 1024
 
 
 def token_logprobs(model_def, params, tokens, segment_ids, loss_mask,
-                   logprob_chunk=DEFAULT_LOGPROB_CHUNK):
-    """Per-token log π(tokens_{t+1} | tokens_≤t) and their mask, both [..., T − 1] (float32, bool).
+                   logprob_chunk=DEFAULT_LOGPROB_CHUNK, temperature=1.0):
+    """Per-token log π(tokens_{t+1} | tokens_≤t) and their mask, both [..., T − 1] (float32, bool);
+    at a temperature ≠ 1, of the tempered distribution softmax(logits / temperature).
 
     Leading axes beyond the example's ([N, 2, T] pairs) are flattened into one forward pass. With
     logprob_chunk > 0 the log-probs come from the hidden states chunk by chunk, never from the whole
@@ -53,10 +54,11 @@ def token_logprobs(model_def, params, tokens, segment_ids, loss_mask,
         hidden, _ = model.hidden_states(tokens[:, :-1], segment_ids=segment_ids[:, :-1])
         logp = losses.chunked_token_logprobs(hidden, model.unembedding(), tokens[:, 1:], mask,
                                              chunk=logprob_chunk,
-                                             softcap=model.config.final_logit_softcap)
+                                             softcap=model.config.final_logit_softcap,
+                                             temperature=temperature)
     else:
         logits, _ = model(tokens[:, :-1], segment_ids=segment_ids[:, :-1])
-        logp = losses.token_logprobs(logits, tokens[:, 1:], mask)
+        logp = losses.token_logprobs(losses.tempered(logits, temperature), tokens[:, 1:], mask)
     return logp.reshape(*lead, t - 1), mask.reshape(*lead, t - 1).astype(bool)
 
 
@@ -68,10 +70,12 @@ def policy_logprobs(model_def, params, tokens, segment_ids, loss_mask,
 
 
 def objective_loss(objective, hyperparameters, model_def, params, batch,
-                   logprob_chunk=DEFAULT_LOGPROB_CHUNK):
-    """(loss, per-example metrics) of `objective` on `batch` under `params`."""
+                   logprob_chunk=DEFAULT_LOGPROB_CHUNK, temperature=1.0):
+    """(loss, per-example metrics) of `objective` on `batch` under `params` (at `temperature` for an
+    objective that compares with the sampler's log-probs, Objective.tempered)."""
     token_logp, mask = token_logprobs(model_def, params, *(batch[f] for f in TOKEN_FIELDS),
-                                      logprob_chunk=logprob_chunk)
+                                      logprob_chunk=logprob_chunk,
+                                      temperature=temperature if objective.tempered else 1.0)
     aligned = {f: batch[f][..., 1:] if "T" in objective.fields.get(f, ()) else batch[f] for f in batch}
     return objective.loss(token_logp, mask, aligned, **hyperparameters)
 
@@ -248,24 +252,31 @@ def _check_hyperparameters(objective, hyperparameters):
 
 
 def make_step(objective, model_def, optimizer, schedule, shardings, mesh, *, micro_batches=1,
-              logprob_chunk=DEFAULT_LOGPROB_CHUNK, **hyperparameters):
+              logprob_chunk=DEFAULT_LOGPROB_CHUNK, sampling_temperature=1.0, **hyperparameters):
     """The update step of the objective named `objective` (see train/objectives.py for the table and
     each objective's batch fields), e.g. make_step("sppo", ..., eta=1e3). logprob_chunk: token
-    positions per chunk of logits (0: the full logits)."""
+    positions per chunk of logits (0: the full logits). sampling_temperature: the temperature the
+    batch's responses were sampled at; a tempered objective (the policy gradients, whose ratio is
+    against the sampler's log-probs) trains the policy at it, as verl and TRL do, so that the ratio is
+    1 on fresh samples; the others ignore it."""
     _check_micro_batches(micro_batches)
     _check_logprob_chunk(logprob_chunk)
     spec = objectives.get(objective)
     _check_hyperparameters(spec, hyperparameters)
+    temperature = float(sampling_temperature) if spec.tempered else 1.0
+    if temperature <= 0:
+        raise ValueError(f"objective {objective!r}: sampling_temperature={sampling_temperature}; "
+                         "expected the positive temperature the batch was sampled at")
 
     def build():
         loss_fn = partial(objective_loss, spec, hyperparameters, model_def,
-                          logprob_chunk=logprob_chunk)
+                          logprob_chunk=logprob_chunk, temperature=temperature)
         fn = partial(_update, loss_fn, optimizer, schedule, micro_batches)
         return Step(f"{spec.name}_step", spec.batch_shapes, fn, mesh, micro_batches, shardings)
 
     leaves, structure = jax.tree.flatten(shardings)
     key = (objective, tuple(sorted(hyperparameters.items())), optimizer, schedule, micro_batches,
-           logprob_chunk, tuple(leaves), structure)
+           logprob_chunk, temperature, tuple(leaves), structure)
     return _cached(_model_key(model_def, mesh) + key, build)
 
 

@@ -78,6 +78,34 @@ def test_chunked_logprobs_with_a_final_softcap_equal_the_capped_full_logits():
     assert worst <= 1e-5, f"capped gradient difference {worst}"
 
 
+@pytest.mark.parametrize("softcap", [None, 2.0])
+def test_chunked_logprobs_at_a_temperature_equal_the_full_tempered_logits(softcap):
+    """The sampler's distribution at temperature 0.7 (logits, capped or not, divided by 0.7): values
+    and gradients of the chunked path equal the full path's, and differ from temperature 1's."""
+    hidden, head, targets, mask = _inputs(b=4, n=10, e=8, v=33)
+    hidden = 4.0 * hidden
+    weights = jax.random.normal(jax.random.key(9), targets.shape)
+
+    def tempered_full(h, w, t, m):
+        logits = jnp.einsum("bne,ve->bnv", h, w).astype(jnp.float32)
+        if softcap is not None:
+            logits = softcap * jnp.tanh(logits / softcap)
+        return losses.token_logprobs(logits / 0.7, t, m)
+
+    def chunked(h, w, t, m):
+        return losses.chunked_token_logprobs(h, w, t, m, chunk=7, softcap=softcap, temperature=0.7)
+
+    args = (hidden, head, targets, mask)
+    diff = float(jnp.max(jnp.abs(tempered_full(*args) - chunked(*args))))
+    assert diff <= 1e-5, f"tempered log-prob difference {diff}"
+    untempered = losses.chunked_token_logprobs(*args, chunk=7, softcap=softcap)
+    assert float(jnp.max(jnp.abs(untempered - chunked(*args)))) > 0.1
+    grads = [jax.grad(_weighted_sum(fn, weights), argnums=(0, 1))(*args)
+             for fn in (tempered_full, chunked)]
+    worst = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(*grads))
+    assert worst <= 1e-5, f"tempered gradient difference {worst}"
+
+
 def test_chunked_logprobs_in_bf16_agree_with_the_bf16_full_path_to_bf16_rounding():
     """bf16 logits are rounded to 8 bits of mantissa, and a [chunk, E] matmul may sum in another order
     than a [B, N, E] one: agreement to a bf16 step of the logits (≈ 0.016 at |logit| ≈ 4), not 1e-5."""

@@ -9,7 +9,7 @@ import pytest
 from nash_jax.train import make_step
 from nash_jax.train.steps import objective_loss, policy_logprobs
 from nash_jax.train.objectives import OBJECTIVES
-from tests.train.conftest import MESHES, setup, token_batch
+from tests.train.conftest import CONFIG, MESHES, setup, token_batch
 
 pytestmark = pytest.mark.long
 
@@ -388,3 +388,33 @@ def test_pg_steps_agree_on_every_mesh_and_with_micro_batches():
                                    rtol=1e-5, atol=1e-6, err_msg=f"{shape} × {micro} micro-batches")
         rel = np.max(np.abs(params - ref_params)) / np.max(np.abs(ref_params))
         assert rel <= 1e-5, (shape, micro, rel)
+
+
+@pytest.mark.parametrize("temperature", [0.7, 1.3])
+def test_pg_on_fresh_samples_at_a_temperature_starts_at_ratio_one(temperature):
+    """Responses the sampler drew at temperature T, with its log-probs as the behaviour: the tempered
+    `pg` step sees ratio 1 and clips nothing on the first epoch. Trained untempered (T = 1 in the
+    step) the same samples start off-policy (a random tiny model's logits are too flat for the clip
+    to bind; SmolLM2's at 0.7 clipped 58 % of tokens)."""
+    from nash_jax.rollout.batches import pg_batch as rollout_pg_batch
+    from nash_jax.rollout.sampling import generate
+
+    model_def, state, shardings, mesh, tx, schedule, _ = setup()
+    prompts = [list(np.random.default_rng(i).integers(3, CONFIG.vocab_size, 4 + i % 3)) for i in range(4)]
+    samples = generate(model_def.merge(state.params), prompts, num_samples=2, key=jax.random.key(3),
+                       mesh=mesh, max_new_tokens=6, temperature=temperature, pad_id=0,
+                       eos_token_ids=[1])
+    rows = [(p, samples.tokens[b, k, :samples.lengths[b, k]].tolist(),
+             samples.logprobs[b, k, :samples.lengths[b, k]].tolist())
+            for b, p in enumerate(prompts) for k in range(2)]
+    advantages = np.random.default_rng(0).normal(size=len(rows)).astype(np.float32)
+    batch = rollout_pg_batch(*zip(*rows), advantages, pad_id=0, rows=8)
+    first = {}
+    for trained_at in (temperature, 1.0):
+        step = make_step("pg", model_def, tx, schedule, shardings, mesh,
+                         sampling_temperature=trained_at, **PG)
+        _, metrics = step(jax.tree.map(lambda x: x.copy(), state), batch)
+        first[trained_at] = {k: float(v) for k, v in metrics.items()}
+    assert first[temperature]["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+    assert first[temperature]["clip_fraction"] == 0.0
+    assert abs(first[1.0]["ratio_mean"] - 1.0) > 1e-3
