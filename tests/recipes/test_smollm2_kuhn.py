@@ -33,5 +33,9 @@ def test_the_run_reports_the_exact_exploitability_of_the_text_policy(finished_ru
     assert pi_0["iterate"] == "pi_0" and 0.5 < pi_0["illegal_mass_kuhn_poker"] < 1.0, pi_0
     assert pi_0["exploitability"] == pytest.approx(e["value"][0])
     assert all(0.0 <= r <= 1.0 for r in report["training"]["invalid_rate"])
+    # the config's entropy bonus on the legal moves: the entropy of the moves played (≤ ln 2), None
+    # for a step whose every move was invalid
+    entropy = report["training"]["move_entropy"]
+    assert len(entropy) == 1 and all(h is None or 0.0 <= h <= 0.6932 for h in entropy), entropy
     invalid = report["per_game"]["kuhn_poker"]["invalid_move_rate"]
     assert set(invalid) == set(report["iterates"]) and all(0.0 <= r <= 1.0 for r in invalid.values())

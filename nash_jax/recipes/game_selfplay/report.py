@@ -86,7 +86,9 @@ def build_report(config, run, text_games, labels, played):
         "cycles": per_game[primary]["cycles"],
         "training": {"steps": [m["step"] for m in steps], "loss": [m["loss"] for m in steps],
                      "reward_mean": [m.get("reward_mean") for m in steps],
-                     "invalid_rate": [m.get("invalid_rate") for m in steps]},
+                     "invalid_rate": [m.get("invalid_rate") for m in steps],
+                     # the legal-move policy's entropy at the moves played (None without entropy_coef)
+                     "move_entropy": [m.get("move_entropy") for m in steps]},
     }
 
 

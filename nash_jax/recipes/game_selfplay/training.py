@@ -87,12 +87,11 @@ def play_metrics(records, text_games, rewards, advantages, kept):
 
 
 def entropy_metrics(trajectories, bonus, entropy):
-    """The move-entropy bonus's statistics over the step's valid moves ({} without the bonus)."""
-    if bonus is None:
-        return {}
+    """The move-entropy bonus's statistics over the step's valid moves ({} without the bonus, or
+    without a valid move to average over)."""
     valid = np.array([turn.action is not None for _, turn in trajectory_turns(trajectories)], bool)
-    if not valid.any():
-        return {"move_entropy": 0.0, "entropy_bonus_abs_mean": 0.0}
+    if bonus is None or not valid.any():
+        return {}
     return {"move_entropy": float(entropy[valid].mean()),
             "entropy_bonus_abs_mean": float(np.abs(bonus[valid]).mean())}
 
