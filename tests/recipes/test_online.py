@@ -75,11 +75,13 @@ def started(request, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp(request.param)
     seen, built, real_make_step = {}, {}, online.make_step
 
-    def make_step(objective, *args, micro_batches, logprob_chunk, **hyperparameters):
+    def make_step(objective, *args, micro_batches, logprob_chunk, sampling_temperature,
+                  **hyperparameters):
         seen.update(objective=objective, hyperparameters=hyperparameters, micro_batches=micro_batches,
-                    logprob_chunk=logprob_chunk)
+                    logprob_chunk=logprob_chunk, sampling_temperature=sampling_temperature)
         built["step"] = real_make_step(objective, *args, micro_batches=micro_batches,
-                                       logprob_chunk=logprob_chunk, **hyperparameters)
+                                       logprob_chunk=logprob_chunk,
+                                       sampling_temperature=sampling_temperature, **hyperparameters)
         return built["step"]
 
     def train_loop(run, stage, *, state, max_skipped_fraction, checkpoint_every, **kwargs):
@@ -103,7 +105,7 @@ def test_every_online_recipe_honours_the_train_fields(started):
     recipe = config.recipe
     assert seen == {"objective": OBJECTIVES[recipe](config), "hyperparameters": HYPERPARAMETERS[recipe](config),
                     "micro_batches": 2, "logprob_chunk": 8, "max_skipped_fraction": 0.25,
-                    "checkpoint_every": 3}, seen
+                    "checkpoint_every": 3, "sampling_temperature": config.sampling.temperature}, seen
     planned = planning.plan_inputs(config).step  # what `nash-jax plan` sizes is the step that runs
     assert (planned.objective, planned.hyperparameters) == (seen["objective"], seen["hyperparameters"])
 
