@@ -46,8 +46,8 @@ def train(config, run, text_games, tokenizer, evaluators, mesh):
             stage_seed(config.seed, step, "chance")))
         trajectories, rewards, a, baselines = trajectory_advantages(
             records, extra["baselines"], game_index, mode=g.advantage, decay=g.rae_decay)
-        bonus, entropy = (move_entropy_bonuses(trajectory_turns(trajectories), policy, tokenizer, mesh,
-                                               pad_id, g.entropy_coef)
+        moves = trajectory_turns(trajectories)
+        bonus, entropy = (move_entropy_bonuses(moves, policy, tokenizer, mesh, pad_id, g.entropy_coef)
                           if g.entropy_coef > 0 else (None, None))
         rows = turn_rows(trajectories, a, gamma=g.gamma, drop_zero=g.drop_zero_advantage, bonus=bonus)
         if not rows:  # nothing to learn from: one masked row keeps the step (and the schedule) going
@@ -59,7 +59,7 @@ def train(config, run, text_games, tokenizer, evaluators, mesh):
         for _ in range(g.epochs):
             state, metrics = step_fn.jitted(state, batch)
         metrics = {**metrics, **play_metrics(records, text_games, rewards, a, len(rows)),
-                   **entropy_metrics(trajectories, bonus, entropy),
+                   **entropy_metrics(moves, bonus, entropy),
                    **{f"baseline_{t.name}_seat{s}": baselines[game_index[t.name] * 2 + s]
                       for t in text_games for s in (0, 1)}}
         if (step + 1) % per_snapshot == 0:
@@ -86,10 +86,10 @@ def play_metrics(records, text_games, rewards, advantages, kept):
     return out
 
 
-def entropy_metrics(trajectories, bonus, entropy):
-    """The move-entropy bonus's statistics over the step's valid moves ({} without the bonus, or
-    without a valid move to average over)."""
-    valid = np.array([turn.action is not None for _, turn in trajectory_turns(trajectories)], bool)
+def entropy_metrics(moves, bonus, entropy):
+    """The move-entropy bonus's statistics over the step's valid moves (`moves`: trajectory_turns;
+    {} without the bonus, or without a valid move to average over)."""
+    valid = np.array([turn.action is not None for _, turn in moves], bool)
     if bonus is None or not valid.any():
         return {}
     return {"move_entropy": float(entropy[valid].mean()),
