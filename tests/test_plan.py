@@ -87,6 +87,18 @@ def test_the_analytic_state_bytes_are_the_placed_state_bytes(tiny_config):
     assert result["optimizer_bytes"] == on_device(state.opt_state)
 
 
+def test_the_plan_compiles_the_step_at_the_runs_sampling_temperature(tiny_config, monkeypatch):
+    """A tempered objective's step divides its logits by the sampling temperature: the plan compiles
+    the step the run will build, so it passes the run's temperature too."""
+    import nash_jax.train
+
+    built, real = {}, nash_jax.train.make_step
+    monkeypatch.setattr(nash_jax.train, "make_step",
+                        lambda *args, **kwargs: built.update(kwargs) or real(*args, **kwargs))
+    planning.plan(config_lib.load_config(tiny_config, ["sampling.temperature=0.7"]), devices=1)
+    assert built["sampling_temperature"] == 0.7
+
+
 def test_a_config_that_does_not_fit_is_refused_naming_what(tiny_config, capsys):
     status = cli.main(["plan", str(tiny_config), "--device-memory", "20KiB", "--devices", "1"])
     err = capsys.readouterr().err

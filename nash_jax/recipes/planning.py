@@ -22,7 +22,8 @@ def plan_inputs(config, shape=None):
         llama=llama, source=source, optimizer=optimizer_config(t.optimizer, 1000),
         step=recipe.plan_step(config) if recipe.plan_step else default_step(config),
         mesh={"data": m.data, "fsdp": m.fsdp, "tensor": m.tensor}, micro_batches=t.micro_batches,
-        logprob_chunk=t.logprob_chunk, device_memory=m.device_memory)
+        logprob_chunk=t.logprob_chunk, sampling_temperature=config.sampling.temperature,
+        device_memory=m.device_memory)
 
 
 def plan(config, *, shape=None, **options):

@@ -142,6 +142,7 @@ class PlanInputs:
     mesh: dict  # {"data", "fsdp", "tensor"}: sizes, -1 = the devices left
     micro_batches: int = 1
     logprob_chunk: int = 1024
+    sampling_temperature: float = 1.0  # a tempered objective's step divides its logits by it
     device_memory: str | None = None  # mesh.device_memory as written ("80GiB"), None: ask the device
 
 
@@ -314,7 +315,7 @@ def compiled_step_memory(inputs, sizes):
     model_def, state, shardings = abstract_train_state(inputs.llama, tx, mesh)
     compiled = make_step(step.objective, model_def, tx, schedule, shardings, mesh,
                          micro_batches=inputs.micro_batches, logprob_chunk=inputs.logprob_chunk,
-                         **step.hyperparameters)
+                         sampling_temperature=inputs.sampling_temperature, **step.hyperparameters)
     batch = abstract_batch(step.objective, step.rows, step.length, mesh)
     return compiled_memory(compiled.jitted.lower(state, batch).compile())
 
