@@ -20,7 +20,12 @@ def bucket_size(n, buckets=None, *, minimum=1, multiple_of=1, what="size"):
         size = fitting[0]
     else:
         size = max(minimum, 1 << (n - 1).bit_length())
-    return -(-size // multiple_of) * multiple_of
+    return round_up(size, multiple_of)
+
+
+def round_up(n, multiple):
+    """The smallest multiple of `multiple` ≥ n."""
+    return -(-n // multiple) * multiple
 
 
 def left_pad(rows, width, pad_id):

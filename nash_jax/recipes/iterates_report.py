@@ -244,7 +244,7 @@ def reranked_samples(config, run, index, policy_path, prompt_ids, prompts, token
         model, tokenizer, prompt_ids, num_samples=config.eval.samples_per_prompt * n,
         sampling=config.sampling, mesh=mesh, desc=f"eval best-of-{n}",
         max_new_tokens=config.eval.max_new_tokens,
-        key_of=lambda b: runs.stage_key(config.seed, index, "eval", b))
+        key_of=lambda b: runs.stage_key(config.seed, index, "eval", b), crash_prefix=stage)
     del model
     columns = rerank_groups(columns, n, judge, prompts, per_call=config.judge.prompts_per_call,
                             where=f"best-of-{n} reranking of {policy_path}")

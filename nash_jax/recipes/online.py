@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from nash_jax import parallel
-from nash_jax.parallel.padding import bucket_size
+from nash_jax.parallel.padding import round_up
 from nash_jax.setup import components
 from nash_jax.recipes.loop import train_loop
 from nash_jax.setup.components import optimizer_config
@@ -72,12 +72,14 @@ def start(config, run, mesh, *, initial_dir, tokenizer_dir, objective, total_ste
 def pg_step_shape(section, *, rows, max_len, prompt_tokens):
     """The clipped policy-gradient update of a recipe section with clip_low, clip_high, aggregation and
     kl_coef: `pg_kl` (a k3 KL to π_0) when kl_coef > 0, else `pg`; `rows` sequences of at most
-    `prompt_tokens` + `max_len` tokens, bucketed."""
+    `prompt_tokens` + `max_len` tokens, rounded up to a multiple of 8: the width every batch of the run
+    is padded to (rollouts.pg_batch), so that one program serves them all and a power-of-two bucket
+    (73 tokens → 128) does not nearly double the work."""
     kl = {"kl_coef": section.kl_coef} if section.kl_coef > 0 else {}
     return StepShape("pg_kl" if kl else "pg",
                      dict(clip_low=section.clip_low, clip_high=section.clip_high,
                           aggregation=section.aggregation, max_len=max_len, **kl),
-                     rows, bucket_size(prompt_tokens + max_len, minimum=8))
+                     rows, round_up(prompt_tokens + max_len, 8))
 
 
 def sampling_settings(config, tokenizer, mesh):

@@ -36,11 +36,14 @@ def sample_rows(model, tokenizer, prompt_ids, *, num_samples, sampling, key_of, 
     return columns
 
 
-def token_batch(prompt_ids, response_ids, pad_id):
-    """Left-padded prompt + response rows → tokens, segment_ids, loss_mask [N, T] (T a power of two
-    ≥ 8); the loss mask covers the response tokens."""
+def token_batch(prompt_ids, response_ids, pad_id, width=None):
+    """Left-padded prompt + response rows → tokens, segment_ids, loss_mask [N, T]; the loss mask
+    covers the response tokens. T is `width` (a planned step's length: one program for every batch of
+    a run) when every row fits it, else the power of two ≥ 8 that fits the longest."""
     rows = [list(p) + list(r) for p, r in zip(prompt_ids, response_ids)]
-    width = bucket_size(max(len(r) for r in rows), minimum=8, what="sequence length")
+    longest = max(len(r) for r in rows)
+    if width is None or longest > width:
+        width = bucket_size(longest, minimum=8, what="sequence length")
     tokens, segment_ids = left_pad(rows, width, pad_id)
     loss_mask = np.zeros_like(segment_ids, dtype=bool)
     for i, r in enumerate(response_ids):
@@ -49,11 +52,12 @@ def token_batch(prompt_ids, response_ids, pad_id):
     return {"tokens": tokens, "segment_ids": segment_ids, "loss_mask": loss_mask}
 
 
-def pg_batch(prompt_ids, response_ids, behaviour_logprobs, advantages, pad_id, rows):
-    """The policy-gradient objectives' batch (`pg`, `pg_kl`): token_batch's fields, behaviour_logp
-    [N, T] (log-prob of token t at position t, 0 on the prompt) and advantage [N], padded to `rows`
-    rows with copies of the first whose loss mask, advantage and behaviour log-probs are zero."""
-    batch = token_batch(prompt_ids, response_ids, pad_id)
+def pg_batch(prompt_ids, response_ids, behaviour_logprobs, advantages, pad_id, rows, width=None):
+    """The policy-gradient objectives' batch (`pg`, `pg_kl`): token_batch's fields (`width` tokens, as
+    token_batch), behaviour_logp [N, T] (log-prob of token t at position t, 0 on the prompt) and
+    advantage [N], padded to `rows` rows with copies of the first whose loss mask, advantage and
+    behaviour log-probs are zero."""
+    batch = token_batch(prompt_ids, response_ids, pad_id, width)
     width = batch["tokens"].shape[1]
     behaviour = np.zeros((len(response_ids), width), np.float32)
     for i, logprobs in enumerate(behaviour_logprobs):

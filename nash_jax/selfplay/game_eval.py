@@ -87,14 +87,17 @@ def exact_evaluator(game, tokenizer):
     return ExactEvaluator.build(game, tokenizer) if game.name in EXACT_GAMES else None
 
 
-def first_token_logprobs(model, prompt_ids, mesh, pad_id, per_call=1024):
-    """[S, V] log-probs of the first response token after each prompt (one forward pass per chunk)."""
+def first_token_logprobs(model, prompt_ids, mesh, pad_id, per_call=1024, width=None):
+    """[S, V] log-probs of the first response token after each prompt (one forward pass per chunk).
+    width: the prompts' padded length when they all fit it (a run's prompt limit: one program for
+    every call), else the power of two ≥ 8 that fits the longest."""
     out = []
     for start in range(0, len(prompt_ids), per_call):
         chunk = prompt_ids[start:start + per_call]
-        width = bucket_size(max(len(p) for p in chunk), minimum=8)
+        longest = max(len(p) for p in chunk)
+        padded = width if width is not None and longest <= width else bucket_size(longest, minimum=8)
         rows = parallel.pad_to_shards(chunk, mesh, bucket=True)
-        tokens, segment_ids = left_pad(rows, width, pad_id)
+        tokens, segment_ids = left_pad(rows, padded, pad_id)
         sharding = parallel.batch_sharding(mesh, 2)
         logp = _next_token_logprobs(model, parallel.place_global_array(tokens, sharding),
                                     parallel.place_global_array(segment_ids, sharding))
@@ -104,8 +107,8 @@ def first_token_logprobs(model, prompt_ids, mesh, pad_id, per_call=1024):
 
 @nnx.jit
 def _next_token_logprobs(model, tokens, segment_ids):
-    logits, _ = model(tokens, segment_ids=segment_ids)
-    return jax.nn.log_softmax(logits[:, -1].astype(jnp.float32))
+    hidden, _ = model.hidden_states(tokens, segment_ids=segment_ids)
+    return jax.nn.log_softmax(model.logits(hidden[:, -1]).astype(jnp.float32))  # the head at one position
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -231,11 +231,15 @@ class ModelPlayer:
     def moves(self, requests, round_index):
         import jax
 
+        from nash_jax.parallel.padding import round_up
         from nash_jax.rollout.sampling import eos_ids_of, generate, pad_id_of
 
         prompt_ids = [encode_prompt(self.tokenizer, game.prompt(state)) for game, state in requests]
         check_prompt_lengths(requests, prompt_ids, self.max_prompt_tokens)
-        samples = generate(self.model, prompt_ids, num_samples=1,
+        # every round's prompts padded to the limit (rounded up to 8), when there is one: one sampler
+        # program for all of a run's rounds, and no power-of-two bucket (69 tokens → 128) to prefill
+        buckets = None if self.max_prompt_tokens is None else [round_up(self.max_prompt_tokens, 8)]
+        samples = generate(self.model, prompt_ids, num_samples=1, prompt_buckets=buckets,
                            key=jax.random.fold_in(self.key, round_index), mesh=self.mesh,
                            eos_token_ids=eos_ids_of(self.tokenizer), pad_id=pad_id_of(self.tokenizer),
                            **self.sampling)

@@ -86,13 +86,19 @@ def test_a_first_mover_advantage_does_not_become_permanent_credit():
 def test_the_pg_batch_aligns_behaviour_log_probs_with_response_tokens():
     rows = [(games.Turn(0, games.Move("bet", [5, 6, 7], [8, 9], [-0.7, -0.1]), 1), 0.5),
             (games.Turn(1, games.Move("pass", [5, 6], [10, 3], [-0.2, -0.3]), 0), -1.0)]
-    batch = recipe.pg_batch(rows, pad_id=1, shards=8)
+    batch = recipe.pg_batch(rows, pad_id=1, shards=8, capacity=48, width=8)
     assert batch["tokens"].shape == (8, 8) and batch["advantage"].tolist()[:3] == [0.5, -1.0, 0.0]
     np.testing.assert_array_equal(batch["tokens"][0, -5:], [5, 6, 7, 8, 9])
     np.testing.assert_allclose(batch["behaviour_logp"][0, -2:], [-0.7, -0.1])
     assert not batch["behaviour_logp"][0, :-2].any()
     np.testing.assert_array_equal(batch["loss_mask"][1], [0] * 6 + [1, 1])
     assert not batch["loss_mask"][2:].any()  # padding rows: masked copies
+    # the planned width whenever the rows fit it (one program a run), else the power of two that does;
+    # rows to a power of two, or to the step's capacity (the most turns) when that is fewer
+    assert recipe.pg_batch(rows, pad_id=1, shards=8, capacity=48, width=24)["tokens"].shape == (8, 24)
+    assert recipe.pg_batch(rows, pad_id=1, shards=8, capacity=48, width=4)["tokens"].shape == (8, 8)
+    assert recipe.pg_batch(rows * 17, pad_id=1, shards=8, capacity=44, width=8)["tokens"].shape == (48, 8)
+    assert recipe.pg_batch(rows * 17, pad_id=1, shards=8, capacity=100, width=8)["tokens"].shape == (64, 8)
 
 
 def test_the_move_entropy_bonus_reads_the_policy_the_exact_evaluation_reads():
@@ -124,6 +130,10 @@ def test_the_move_entropy_bonus_reads_the_policy_the_exact_evaluation_reads():
     np.testing.assert_allclose(bonus[:12], 0.3 * (-np.log(p) - h), atol=1e-5)
     np.testing.assert_allclose(entropy[:12], h, atol=1e-5)
     assert bonus[12] == 0.0 and entropy[12] == 0.0
+    # a run pads the turns' prompts to its prompt limit (one program a run): the same policy read
+    padded, _ = recipe.move_entropy_bonuses(moves, model, tokenizer, mesh, tokenizer.pad_token_id,
+                                            coef=0.3, width=48)
+    np.testing.assert_allclose(padded, bonus, atol=1e-5)
     record = finished(KUHN, 0, [0.0, 0.0])
     trajectories, _, a, _ = recipe.trajectory_advantages([record], None, GAME_INDEX, mode="none",
                                                          decay=0.95)

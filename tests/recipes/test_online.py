@@ -152,13 +152,14 @@ def test_sppo_honours_the_train_fields(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("name, objective, rows, length", [
-    ("demo", "sppo", 32, 64), ("nash_md_demo", "nash_md_pg", 32, 64), ("kuhn_demo", "pg_kl", 256, 64),
-    ("proposer_solver_demo", "pg_kl", 80, 128), ("proposer_solver_document", "pg", 80, 128),
-    ("grpo_demo", "pg_kl", 64, 64)])
+    ("demo", "sppo", 32, 64), ("nash_md_demo", "nash_md_pg", 32, 64), ("kuhn_demo", "pg_kl", 192, 40),
+    ("proposer_solver_demo", "pg_kl", 80, 80), ("proposer_solver_document", "pg", 80, 88),
+    ("grpo_demo", "pg_kl", 64, 48)])
 def test_plan_sizes_each_shipped_recipes_own_step(name, objective, rows, length):
     """`nash-jax plan` on every shipped demo: its recipe's objective, rows and tokens per update,
     built-in models included (the Kuhn demo's is the games tokenizer's; 64 games × 3 turns at most =
-    192, bucketed to 256, of data.max_prompt_tokens 32 + 4 new tokens, bucketed to 64)."""
+    192, of data.max_prompt_tokens 32 + 4 new tokens, rounded up to 40: the online recipes' batches
+    are padded to the planned width, a multiple of 8)."""
     config = load_config(CONFIGS / f"{name}.yaml")
     result = planning.plan(config, devices=1, compile_step=False)
     assert (result["objective"], result["batch_size"], result["length"]) == (objective, rows, length), result

@@ -41,7 +41,7 @@ def train(config, run, task, game, snapshots):
                    inject_key=stage_key(config.seed, 0, "inject", step),
                    solve_key=stage_key(config.seed, 0, "repair", step), crash_prefix=STAGE)
         rows, info = learner_rows(config, rnd, capacity)
-        batch = learner_batch(rows, pad_id, capacity)
+        batch = learner_batch(rows, pad_id, capacity, shape.length)
         if reference is not None:
             batch["ref_logp"] = reference(step_fn, batch)
         state, metrics = step_fn.jitted(state, step_fn.place_global(batch))

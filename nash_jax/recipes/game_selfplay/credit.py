@@ -8,7 +8,7 @@ import numpy as np
 
 from nash_jax.rollout import batches as rollouts
 from nash_jax.core import advantages as adv
-from nash_jax.parallel.padding import bucket_size
+from nash_jax.parallel.padding import bucket_size, round_up
 from nash_jax.selfplay.episodes import Role, group_ids
 
 
@@ -70,10 +70,12 @@ def turn_rows(trajectories, advantages, *, gamma, drop_zero, bonus=None):
             if turn.move.tokens is not None and not (drop_zero and value == 0.0)]
 
 
-def pg_batch(rows, pad_id, shards):
-    """The `pg` batch of turn rows [(turn, advantage)], padded to a bucketed size that divides over
-    `shards` (rollouts.pg_batch)."""
+def pg_batch(rows, pad_id, shards, *, capacity, width):
+    """The `pg` batch of turn rows [(turn, advantage)] of `width` tokens (rollouts.pg_batch), padded to
+    a power of two that divides over `shards`, or to `capacity` (the most turns a step can make,
+    rounded up to `shards`) when that is smaller: 33 turns of 48 at most train as 48 rows, not 64."""
     moves = [t.move for t, _ in rows]
     return rollouts.pg_batch([m.prompt_ids for m in moves], [m.tokens for m in moves],
                              [m.logprobs for m in moves], [a for _, a in rows], pad_id,
-                             bucket_size(len(rows), multiple_of=shards))
+                             min(bucket_size(len(rows), multiple_of=shards), round_up(capacity, shards)),
+                             width)

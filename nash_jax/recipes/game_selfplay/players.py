@@ -26,11 +26,12 @@ def exact_metrics(evaluators, model, mesh, pad_id):
     return out
 
 
-def move_entropy_bonuses(moves, model, tokenizer, mesh, pad_id, coef):
+def move_entropy_bonuses(moves, model, tokenizer, mesh, pad_id, coef, width=None):
     """(bonus [n], entropy [n]) of each (TextGame, Turn) of `moves` (adv.move_entropy_bonus): the policy
     over the legal moves read, as the exact evaluation reads it, from the first response token after
-    the turn's own prompt (one forward pass per game). An invalid move gets 0 and 0: it named no legal
-    move, and its penalty is its whole signal."""
+    the turn's own prompt (one forward pass per game, of prompts padded to `width`:
+    game_eval.first_token_logprobs). An invalid move gets 0 and 0: it named no legal move, and its
+    penalty is its whole signal."""
     bonus, entropy = np.zeros(len(moves), np.float32), np.zeros(len(moves), np.float32)
     by_game = {}
     for i, (game, turn) in enumerate(moves):
@@ -41,7 +42,8 @@ def move_entropy_bonuses(moves, model, tokenizer, mesh, pad_id, coef):
         legal = np.zeros((len(rows), len(game.words)), bool)
         for r, turn in enumerate(turns):
             legal[r, list(turn.legal)] = True
-        logp = game_eval.first_token_logprobs(model, [t.move.prompt_ids for t in turns], mesh, pad_id)
+        logp = game_eval.first_token_logprobs(model, [t.move.prompt_ids for t in turns], mesh, pad_id,
+                                              width=width)
         probs, _ = game_eval.move_probabilities(logp, game.action_token_ids(tokenizer), legal)
         b, h = adv.move_entropy_bonus(probs, np.array([t.action for t in turns]), coef)
         bonus[rows], entropy[rows] = np.asarray(b), np.asarray(h)

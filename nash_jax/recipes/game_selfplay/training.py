@@ -6,7 +6,7 @@ import numpy as np
 
 from nash_jax import parallel
 from nash_jax.setup import components
-from nash_jax.parallel.padding import bucket_size
+from nash_jax.parallel.padding import round_up
 from nash_jax.recipes.game_selfplay.config import EVAL_STAGE, STAGE, make_games
 from nash_jax.recipes.game_selfplay.credit import (pg_batch, trajectory_advantages, trajectory_turns,
                                                    turn_rows)
@@ -29,6 +29,8 @@ def train(config, run, text_games, tokenizer, evaluators, mesh):
     game_index = {t.name: i for i, t in enumerate(text_games)}
     shards = parallel.data_shards(mesh) * config.train.micro_batches
     per_snapshot = g.steps // g.snapshots
+    capacity, width = step.rows, step.length
+    prompt_width = round_up(config.data.max_prompt_tokens, 8)  # the player refuses longer prompts
 
     def evaluate(step, params):
         if evaluators:
@@ -47,12 +49,12 @@ def train(config, run, text_games, tokenizer, evaluators, mesh):
         trajectories, rewards, a, baselines = trajectory_advantages(
             records, extra["baselines"], game_index, mode=g.advantage, decay=g.rae_decay)
         moves = trajectory_turns(trajectories)
-        bonus, entropy = (move_entropy_bonuses(moves, policy, tokenizer, mesh, pad_id, g.entropy_coef)
-                          if g.entropy_coef > 0 else (None, None))
+        bonus, entropy = (move_entropy_bonuses(moves, policy, tokenizer, mesh, pad_id, g.entropy_coef,
+                                               width=prompt_width) if g.entropy_coef > 0 else (None, None))
         rows = turn_rows(trajectories, a, gamma=g.gamma, drop_zero=g.drop_zero_advantage, bonus=bonus)
         if not rows:  # nothing to learn from: one masked row keeps the step (and the schedule) going
             rows = [(records[0].turns[0], 0.0)]
-        batch = pg_batch(rows, pad_id, shards)
+        batch = pg_batch(rows, pad_id, shards, capacity=capacity, width=width)
         if reference is not None:
             batch["ref_logp"] = reference(step_fn, batch)
         batch = step_fn.place_global(batch)
@@ -98,9 +100,10 @@ def entropy_metrics(moves, bonus, entropy):
 
 def plan_step(config, text_games=None):
     """One update at its largest: every turn of games_per_step games of each game played to max_turns
-    (the batch is the kept turns, bucketed), each of data.max_prompt_tokens prompt tokens at most (the
-    player refuses a longer prompt) and sampling.max_new_tokens response tokens."""
+    (the batch is the kept turns, bucketed up to that many: credit.pg_batch), each of
+    data.max_prompt_tokens prompt tokens at most (the player refuses a longer prompt) and
+    sampling.max_new_tokens response tokens."""
     g = config.game_selfplay
     turns = sum(g.games_per_step * t.max_turns for t in text_games or make_games(config))
-    return pg_step_shape(g, rows=bucket_size(turns), max_len=config.sampling.max_new_tokens,
+    return pg_step_shape(g, rows=turns, max_len=config.sampling.max_new_tokens,
                          prompt_tokens=config.data.max_prompt_tokens)

@@ -43,7 +43,8 @@ def group_credit(rewards, k, mode):
     return np.asarray(a, np.float32), float(np.mean(_degenerate(rewards, groups, num_groups=prompts)))
 
 
-def step_batch(rollouts, advantages, pad_id, rows):
-    """The `pg` batch of the rollouts with their advantages, `rows` rows (rollouts.pg_batch)."""
+def step_batch(rollouts, advantages, pad_id, rows, width=None):
+    """The `pg` batch of the rollouts with their advantages, `rows` rows of `width` tokens
+    (rollouts.pg_batch)."""
     return pg_batch(rollouts["prompt_ids"], rollouts["response_ids"], rollouts["behaviour_logp"],
-                    advantages, pad_id, rows)
+                    advantages, pad_id, rows, width)

@@ -6,7 +6,7 @@ import numpy as np
 
 from nash_jax import data, runs
 from nash_jax.setup import components
-from nash_jax.parallel.padding import bucket_size
+from nash_jax.parallel.padding import round_up
 from nash_jax.setup.plan import StepShape
 from nash_jax.recipes.grpo.config import STAGE
 from nash_jax.recipes.grpo.credit import group_credit, rollout_columns, step_batch
@@ -45,7 +45,7 @@ def train(config, run, prompts, tokenizer, reward, mesh):
         except ValueError as err:
             raise ValueError(f"scoring grpo step {step + 1}: {err}") from None
         advantages, degenerate = group_credit(rewards, g.samples_per_prompt, g.advantage)
-        batch = step_batch(rollouts, advantages, pad_id, shape.rows)
+        batch = step_batch(rollouts, advantages, pad_id, shape.rows, shape.length)
         batch["ref_logp"] = reference(step_fn, batch)
         runs.write_table(run / STAGE / "rollouts" / f"step_{step + 1}.parquet", {
             **{k: rollouts[k] for k in ("prompt", "response", "length")},
@@ -70,4 +70,4 @@ def plan_step(config):
     return StepShape("pg_kl", dict(clip_low=g.clip_low, clip_high=g.clip_high, aggregation=g.aggregation,
                                    max_len=config.sampling.max_new_tokens, kl_coef=g.kl_coef),
                      g.prompts_per_step * g.samples_per_prompt,
-                     bucket_size(config.data.max_prompt_tokens + config.sampling.max_new_tokens, minimum=8))
+                     round_up(config.data.max_prompt_tokens + config.sampling.max_new_tokens, 8))

@@ -50,7 +50,9 @@ def round_metrics(ps, rnd, rollouts=None, roles=None, groups=None, rewards=None)
     return out
 
 
-def learner_batch(rows, pad_id, capacity):
-    """The pg batch of [(prompt ids, rollout, advantage)], padded to `capacity` rows (rollouts.pg_batch)."""
+def learner_batch(rows, pad_id, capacity, width=None):
+    """The pg batch of [(prompt ids, rollout, advantage)], padded to `capacity` rows of `width`
+    tokens (rollouts.pg_batch)."""
     return pg_batch([p for p, _, _ in rows], [r.tokens.tolist() for _, r, _ in rows],
-                    [r.logprobs for _, r, _ in rows], [a for _, _, a in rows], pad_id, capacity)
+                    [r.logprobs for _, r, _ in rows], [a for _, _, a in rows], pad_id, capacity,
+                    width)

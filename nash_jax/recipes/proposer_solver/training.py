@@ -27,7 +27,7 @@ def train(config, run, task, game, snapshots):
     reference = online.reference_logprobs() if ps.kl_coef > 0 else None
     held = heldout_texts(task)
     pad_id = pad_id_of(game.tokenizer)
-    capacity = rows_per_step(ps)
+    capacity, width = rows_per_step(ps), step.length
     per_snapshot = ps.steps // a.snapshots
 
     def anchors(step, params, extra):
@@ -59,7 +59,7 @@ def train(config, run, task, game, snapshots):
         if rows is None:
             metrics = {"loss": 0.0, "skipped_update": 1.0}
         else:
-            batch = learner_batch(rows, pad_id, capacity)
+            batch = learner_batch(rows, pad_id, capacity, width)
             if reference is not None:
                 batch["ref_logp"] = reference(step_fn, batch)
             state, metrics = step_fn.jitted(state, step_fn.place_global(batch))
