@@ -265,7 +265,7 @@ def eval_samples(config, run, index, policy_path, prompt_ids, tokenizer, mesh, *
     columns = sample_rows(
         model, tokenizer, prompt_ids, num_samples=config.eval.samples_per_prompt, sampling=config.sampling,
         mesh=mesh, desc=f"eval pi_{index}", max_new_tokens=config.eval.max_new_tokens,
-        key_of=lambda b: runs.stage_key(config.seed, index, "eval", b))
+        key_of=lambda b: runs.stage_key(config.seed, index, "eval", b), crash_prefix=stage)
     initial = model if index == 0 else initial_model()
     columns["logp_initial"] = sequence_logprobs(initial, prompt_ids, columns["response_ids"], tokenizer,
                                                 mesh)
