@@ -8,7 +8,9 @@ tokens whose log-probs count. Token t is predicted from tokens < t, so position 
 Gradients are accumulated over `micro_batches` inside the step with `lax.scan`; micro-batch j takes the
 examples j, j + M, j + 2M, ... so that every micro-batch stays spread over all data-parallel devices. A
 step whose loss, gradient or updated parameters are not finite leaves parameters and optimiser state
-untouched and reports `skipped = 1`.
+untouched and reports `skipped = 1`; so does a step whose gradient is exactly zero (nothing to learn
+from: every advantage of a pg batch 0), reporting `zero_gradient = 1`, so that Adam's momentum and
+weight decay do not move a policy on steps that carry no signal.
 
 Steps are cached: asking again for the same objective, hyperparameters, model architecture, optimiser
 (the same object: `make_optimizer` returns one per configuration), shardings and micro-batching returns
@@ -129,19 +131,24 @@ def _update(loss_fn, optimizer, schedule, micro_batches, state, batch):
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & jnp.isfinite(optax.tree.norm(params))
+    # A gradient of exactly zero (a pg batch whose every advantage is 0) carries no information, yet
+    # Adam would still move the parameters a full step along its momentum, and weight decay with it.
+    has_gradient = grad_norm > 0
+    applied = finite & has_gradient
 
-    def keep_if_finite(new, old):
-        return jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)
+    def keep_unless_applied(new, old):
+        return jax.tree.map(lambda a, b: jnp.where(applied, a, b), new, old)
 
-    new_state = TrainState(params=keep_if_finite(params, state.params),
-                           opt_state=keep_if_finite(opt_state, state.opt_state),
-                           step=state.step + finite.astype(jnp.int32), key=state.key)
+    new_state = TrainState(params=keep_unless_applied(params, state.params),
+                           opt_state=keep_unless_applied(opt_state, state.opt_state),
+                           step=state.step + applied.astype(jnp.int32), key=state.key)
     metrics = {
         "loss": loss,
         "grad_norm": grad_norm,
         "learning_rate": schedule(state.step),
         "tokens": jnp.sum(batch["loss_mask"][..., 1:]).astype(jnp.float32),
         "skipped": 1.0 - finite.astype(jnp.float32),
+        "zero_gradient": 1.0 - has_gradient.astype(jnp.float32),
         **{name: jnp.mean(values) for name, values in per_example.items() if name != "log_ratio"},
     }
     if "log_ratio" in per_example:

@@ -180,6 +180,25 @@ def test_non_finite_batch_is_reported_and_not_applied():
     assert int(state.step) == 0
 
 
+def test_a_batch_without_gradient_moves_nothing_after_adam_has_momentum():
+    """Every advantage 0 (no row of a self-play step carries signal): Adam, one update into its run,
+    would still move the parameters along its momentum; the step reports zero_gradient and keeps
+    parameters, optimiser state and the update count."""
+    model_def, state, shardings, mesh, tx, schedule, _ = setup()
+    step = make_step("pg", model_def, tx, schedule, shardings, mesh, **PG)
+    batch = pg_batch(model_def, state.params)
+    state, metrics = step(state, batch)
+    assert metrics["zero_gradient"] == 0.0 and int(state.step) == 1
+    before = flat_params(state)
+    moments = [np.asarray(x) for x in jax.tree.leaves(state.opt_state)]  # the state is donated
+    state, metrics = step(state, {**batch, "advantage": np.zeros(N, np.float32)})
+    assert float(metrics["grad_norm"]) == 0.0 and metrics["zero_gradient"] == 1.0
+    assert metrics["skipped"] == 0.0 and int(state.step) == 1
+    np.testing.assert_array_equal(flat_params(state), before)
+    for ours, theirs in zip(jax.tree.leaves(state.opt_state), moments):
+        np.testing.assert_array_equal(np.asarray(ours), theirs)
+
+
 def test_bad_batches_get_clear_errors():
     model_def, state, shardings, mesh, tx, schedule, logprobs = setup((8, 1, 1))
     step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=ETA)
