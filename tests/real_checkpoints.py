@@ -7,7 +7,6 @@ workers share (the run's base temporary directory) under a file lock, the others
 """
 
 import os
-from pathlib import Path
 
 import pytest
 from filelock import FileLock
