@@ -14,7 +14,8 @@ SHORTENED = ("proposer_solver.steps=1", "proposer_solver.anchors.snapshots=1",
              "proposer_solver.proposals_per_source=2", "proposer_solver.solvers_per_problem=2",
              "proposer_solver.proposer_max_tokens=12", "proposer_solver.solver_max_tokens=8",
              "proposer_solver.anchors.heldout_problems=4", "proposer_solver.anchors.sources=1",
-             "proposer_solver.anchors.proposals_per_source=2")
+             "proposer_solver.anchors.proposals_per_source=2",
+             "train.micro_batches=2")  # 6 rows a step
 
 
 @pytest.fixture(scope="module")
