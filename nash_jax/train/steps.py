@@ -136,11 +136,11 @@ def _update(loss_fn, optimizer, schedule, micro_batches, state, batch):
     has_gradient = grad_norm > 0
     applied = finite & has_gradient
 
-    def keep_unless_applied(new, old):
+    def new_if_applied(new, old):
         return jax.tree.map(lambda a, b: jnp.where(applied, a, b), new, old)
 
-    new_state = TrainState(params=keep_unless_applied(params, state.params),
-                           opt_state=keep_unless_applied(opt_state, state.opt_state),
+    new_state = TrainState(params=new_if_applied(params, state.params),
+                           opt_state=new_if_applied(opt_state, state.opt_state),
                            step=state.step + applied.astype(jnp.int32), key=state.key)
     metrics = {
         "loss": loss,
