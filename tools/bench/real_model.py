@@ -131,7 +131,8 @@ def main():
     from nash_jax.models.packaged import smollm2_gguf
 
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = args.model_dir or Path(tmp) / "smollm2"
+        # absolute: the step case runs its two implementations in subprocesses of another directory
+        model_dir = args.model_dir.resolve() if args.model_dir else Path(tmp) / "smollm2"
         if args.model_dir is None:
             if "import" in only:
                 bench_import(smollm2_gguf(), model_dir)
