@@ -14,10 +14,12 @@ replaced by None):
         assert add_3(2) == 5
         ...
 
-A function is a (family, constant) pair. The pairs are split once, by a fixed hash, into those the
-`train` split draws from and those the `heldout` split draws from, so no held-out function's text
-occurs in a training repository: a held-out repair has to compose the family's operator and the
-constant of the function's name, not recall a line it was trained on.
+A function is a (family, constant) pair, the constant from 2 to `max_constant` (9 by default). The
+pairs are split once, by a fixed hash, into those the `train` split draws from and those the `heldout`
+split draws from, so no held-out function's text occurs in a training repository: a held-out repair
+has to compose the family's operator and the constant of the function's name, not recall a line it
+was trained on. With a larger `max_constant` a training repository's functions are mostly ones a
+model has not seen either, so that repairing them, too, takes copying the constant from the name.
 
     write_repositories(folder, "train", n=48, seed=0)   # [Path of folder/gen_train_000, ...]
 """
@@ -40,7 +42,8 @@ FAMILIES = {
     "at_least": ("x >= {k}", (-1, 0)),
     "equals": ("x == {k}", (0, 1)),
 }
-CONSTANTS = tuple(range(2, 10))
+MAX_CONSTANT = 9
+CONSTANTS = tuple(range(2, MAX_CONSTANT + 1))
 MODULES = ("ops", "calc", "arith", "checks", "funcs", "rules")
 SPLITS = ("train", "heldout")
 HELDOUT_SHARE = 4  # one (family, constant) pair in HELDOUT_SHARE is held out
@@ -52,8 +55,8 @@ def split_of(family, k):
     return "heldout" if digest[0] % HELDOUT_SHARE == 0 else "train"
 
 
-def pairs(split):
-    return [(f, k) for f in FAMILIES for k in CONSTANTS if split_of(f, k) == split]
+def pairs(split, max_constant=MAX_CONSTANT):
+    return [(f, k) for f in FAMILIES for k in range(2, max_constant + 1) if split_of(f, k) == split]
 
 
 def function_text(family, k):
@@ -81,16 +84,21 @@ def covering_test(source, line):
     raise ValueError(f"generated repositories: line {line} is in no function of the module")
 
 
-def repository_files(split, index, seed, functions=3):
+def repository_files(split, index, seed, functions=3, max_constant=MAX_CONSTANT):
     """{relative path: text} of repository `index` of `split` for `seed`."""
     if split not in SPLITS:
         raise ValueError(f"generated repositories: split {split!r}; expected one of {', '.join(SPLITS)}")
-    available = pairs(split)
+    if max_constant < MAX_CONSTANT:
+        raise ValueError(f"generated repositories: max_constant={max_constant}; expected at least "
+                         f"{MAX_CONSTANT}, the top of the default range")
+    available = pairs(split, max_constant)
     families = sorted({f for f, _ in available})
     if not 1 <= functions <= len(families):
         raise ValueError(f"generated repositories: functions={functions}; expected 1 to "
                          f"{len(families)} (one function per family)")
-    rng = random.Random(f"{seed}:{split}:{index}")
+    # the default keeps the seeds' repositories of before the option existed
+    key = f"{seed}:{split}:{index}" + ("" if max_constant == MAX_CONSTANT else f":{max_constant}")
+    rng = random.Random(key)
     chosen = []
     for family in rng.sample(families, functions):
         chosen.append((family, rng.choice([k for f, k in available if f == family])))
@@ -105,14 +113,14 @@ def path_of(folder, split, index):
     return Path(folder) / f"gen_{split}_{index:03d}"
 
 
-def write_repositories(folder, split, n, seed, functions=3):
+def write_repositories(folder, split, n, seed, functions=3, max_constant=MAX_CONSTANT):
     """Write n repositories of `split` as folder/gen_SPLIT_NNN (each whole or not at all; one already
     there is kept) and return their paths."""
     out = []
     for index in range(n):
         path = path_of(folder, split, index)
         if not path.is_dir():
-            files = repository_files(split, index, seed, functions)
+            files = repository_files(split, index, seed, functions, max_constant)
             write_dir_atomically(path, lambda d, files=files: [
                 (Path(d) / name).write_text(text, encoding="utf-8") for name, text in files.items()])
         out.append(path)

@@ -29,7 +29,7 @@ def _passes(function_text, test_text):
 
 @pytest.mark.parametrize("family", sorted(gen.FAMILIES))
 def test_each_functions_test_passes_on_it_and_fails_on_every_mutant_of_it(family):
-    for k in gen.CONSTANTS:
+    for k in range(2, 100):  # the default constants and a max_constant far above them
         function, test = gen.function_text(family, k), gen.test_text(family, k)
         assert _passes(function, test), (family, k)
         mutants = file_mutants("m.py", function)
@@ -38,13 +38,18 @@ def test_each_functions_test_passes_on_it_and_fails_on_every_mutant_of_it(family
         assert not survivors, (family, k, survivors)
 
 
-def test_no_held_out_function_occurs_in_a_training_repository():
-    train, heldout = set(gen.pairs("train")), set(gen.pairs("heldout"))
+@pytest.mark.parametrize("max_constant", [gen.MAX_CONSTANT, 49])
+def test_no_held_out_function_occurs_in_a_training_repository(max_constant):
+    train, heldout = set(gen.pairs("train", max_constant)), set(gen.pairs("heldout", max_constant))
     assert train and heldout and not train & heldout
-    assert len(train | heldout) == len(gen.FAMILIES) * len(gen.CONSTANTS)
+    assert len(train | heldout) == len(gen.FAMILIES) * (max_constant - 1)
     functions = lambda split: {line for i in range(40) for text in gen.repository_files(  # noqa: E731
-        split, i, seed=3).values() for line in text.splitlines() if line.startswith("def ")}
+        split, i, seed=3, max_constant=max_constant).values() for line in text.splitlines()
+        if line.startswith("def ")}
     assert not functions("train") & functions("heldout")
+    if max_constant > gen.MAX_CONSTANT:  # most training functions then are new ones
+        assert sum(int(line.split("_")[-1].split("(")[0]) > gen.MAX_CONSTANT
+                   for line in functions("train")) > len(functions("train")) / 2
 
 
 def test_the_same_seed_writes_the_same_repositories_and_their_tests_pass(tmp_path):
@@ -63,6 +68,8 @@ def test_bad_arguments_are_refused_by_name():
         gen.repository_files("test", 0, seed=0)
     with pytest.raises(ValueError, match="functions=9; expected 1 to"):
         gen.repository_files("train", 0, seed=0, functions=9)
+    with pytest.raises(ValueError, match="max_constant=8; expected at least 9"):
+        gen.repository_files("train", 0, seed=0, max_constant=8)
 
 
 def test_the_demos_prompts_and_answers_fit_its_token_budgets(tmp_path):
@@ -72,7 +79,8 @@ def test_the_demos_prompts_and_answers_fit_its_token_budgets(tmp_path):
     b, g = config.bug_injection, config.bug_injection.generated
     tokenizer = load_tokenizer(ssr_prompts.TOKENIZER_DIR)
     count = lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
-    roots = gen.write_repositories(tmp_path, "heldout", 2, seed=1, functions=g.functions)
+    roots = gen.write_repositories(tmp_path, "heldout", 2, seed=1, functions=g.functions,
+                                   max_constant=g.max_constant)
     demos = ssr_demonstrations.deal([ssr_demonstrations.repository_demonstrations(str(r), 0)
                                      for r in roots], 4)
     assert len(demos) == 4

@@ -7,6 +7,7 @@ from typing import Literal
 from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, POSITIVE, PROBABILITY, Range
 from nash_jax.selfplay.sandbox import SandboxLimits
 from nash_jax.selfplay.ssr_checks import CheckSettings
+from nash_jax.tasks import generated_repos
 
 BUILTIN_BUG_INJECTION = "builtin:bug_injection"  # model.path: a tiny Llama warm-started on both roles
 
@@ -36,10 +37,14 @@ class GeneratedConfig:
     """Repositories of the procedural family (tasks.generated_repos), written under the run
     directory and added to the training and held-out repositories (its held-out split never shares a
     function with its training one)."""
-    DOMAINS = {"train": NON_NEGATIVE, "heldout": NON_NEGATIVE, "functions": AT_LEAST_1}
+    DOMAINS = {"train": NON_NEGATIVE, "heldout": NON_NEGATIVE, "functions": AT_LEAST_1,
+               "max_constant": Range(generated_repos.MAX_CONSTANT)}
     train: int = 0
     heldout: int = 0
     functions: int = 3  # one-line functions per repository
+    # constants 2..max_constant: above 9, most training functions are new to the model as well, so
+    # that a repair of one, too, has to copy the constant from the function's name
+    max_constant: int = generated_repos.MAX_CONSTANT
 
 
 @dataclass(frozen=True)
