@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from nash_jax.recipes import proposer_solver as ps
+from nash_jax.recipes.proposer_solver import rounds
+from nash_jax.selfplay import answer_sources
 from nash_jax.selfplay.answer_sources import Proposal, Scored, Source
 from nash_jax.selfplay.episodes import EpisodeAssembler, Role, Rollout
 
@@ -36,7 +38,7 @@ def hand_built_round():
                                       finished=True))
                 prompts[uid] = [2, 8]
                 uid += 1
-    return ps.Round(assembler.pop_complete(), prompts, proposals, scored, 0)
+    return ps.Round(assembler.pop_complete(), prompts, proposals, scored, 0, 0)
 
 
 def config(**fields):
@@ -91,3 +93,68 @@ def test_the_batch_aligns_behaviour_logprobs_with_tokens_and_pads_with_masked_ro
     np.testing.assert_array_equal(batch["behaviour_logp"][first], [0, 0, 0, 0, 0, -0.5, -0.25, -0.125])
     np.testing.assert_array_equal(batch["loss_mask"][first], [0, 0, 0, 0, 0, 1, 1, 1])
     assert not batch["loss_mask"][len(rows):].any() and not batch["advantage"][len(rows):].any()
+
+
+class ScriptedGame:
+    """One seed source, one valid proposal ("2 + 3") with 4 solvers whose replies and ends are given;
+    the real arithmetic verifier checks nothing here but scores the replies."""
+
+    def __init__(self, replies, ended, cut_solver_replies):
+        self.ps = ps.ProposerSolverConfig(proposals_per_source=2, solvers_per_problem=len(replies),
+                                          cut_solver_replies=cut_solver_replies)
+        self.config = SimpleNamespace(proposer_solver=self.ps)
+        self.verifier = answer_sources.answer_source("verifier", "arithmetic")
+        self.replies, self.ended = replies, ended
+
+    @staticmethod
+    def samples(finished, length=3):
+        finished = np.asarray(finished, bool)
+        shape = finished.shape + (length,)
+        return SimpleNamespace(tokens=np.full(shape, 7), logprobs=np.full(shape, -0.5, np.float32),
+                               lengths=np.full(finished.shape, length), finished=finished)
+
+    def propose(self, model, sources, P, key):
+        return [[1, 2]], self.samples([[True] * P]), [["2 + 3", "no problem here"]]
+
+    def check(self, source, text, step, where):
+        if text == "2 + 3":
+            return Proposal(True, "", "2 + 3", 5)
+        return Proposal(False, "no expression")
+
+    def solve(self, model, problems, M, key):
+        return [[1, 3]], self.samples([self.ended]), [self.replies]
+
+    def score(self, proposal, replies, step, where):
+        return self.verifier.score(proposal, replies)
+
+    def proposer_rewards(self, p_hat, valid, shares):
+        return np.where(valid, 4 * np.asarray(p_hat) * (1 - np.asarray(p_hat)), -1.0)
+
+
+def play_scripted(replies, ended, cut_solver_replies):
+    game = ScriptedGame(replies, ended, cut_solver_replies)
+    return rounds.play(game.config, game, [Source("A", "seed", "1 + 1")], None, None, 0, set(),
+                       propose_key=None, solve_key=None)
+
+
+def test_a_cut_solver_reply_scores_as_no_answer_even_when_its_digits_are_the_gold():
+    """The third reply was cut at solver_max_tokens after "5" (it would have gone on: "5 + 1 = 6"):
+    under "wrong" it is a failure, the episode is whole and trained on, and the proposer keeps its
+    credit (p̂ = 1/2, learnability 1)."""
+    rnd = play_scripted(["5", "5", "5", "7"], [True, True, False, True], "wrong")
+    (scored,) = rnd.scored.values()
+    np.testing.assert_array_equal(scored.correct, [1, 1, 0, 0])
+    assert scored.p_hat == 0.5 and scored.unparsed == 1
+    assert (rnd.incomplete, rnd.cut_replies) == (0, 1)
+    by_size = sorted(rnd.episodes, key=lambda e: len(e.rollouts))
+    assert [len(e.rollouts) for e in by_size] == [1, 5]  # the invalid proposal's, then the whole episode
+    proposer, *solvers = by_size[1].rollouts
+    assert proposer.reward == pytest.approx(1.0)
+    assert [s.reward for s in solvers] == [1.0, 1.0, 0.0, 0.0]
+    assert all(s.finished for s in solvers)
+
+
+def test_under_drop_a_cut_solver_reply_leaves_its_episode_and_its_proposer_out():
+    rnd = play_scripted(["5", "5", "5", "7"], [True, True, False, True], "drop")
+    assert rnd.scored == {} and (rnd.incomplete, rnd.cut_replies) == (1, 1)
+    assert [len(e.rollouts) for e in rnd.episodes] == [1]  # only the invalid proposal's

@@ -68,6 +68,10 @@ class ProposerSolverConfig:
     band: list[float] = field(default_factory=lambda: [0.25, 0.75])  # alternating: p̂ kept for solvers
     proposer_max_tokens: int = 12
     solver_max_tokens: int = 4
+    # a solver reply cut at solver_max_tokens: "wrong" scores it as a reply with no answer (reward 0, a
+    # failure in the solve rate p̂, trained on like any other); "drop" leaves its whole episode out of
+    # the step, the proposer's rollout with it
+    cut_solver_replies: Literal["wrong", "drop"] = "wrong"
     clip_low: float = 0.2
     clip_high: float = 0.28
     aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum",

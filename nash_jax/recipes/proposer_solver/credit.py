@@ -38,6 +38,7 @@ def round_metrics(ps, rnd, rollouts=None, roles=None, groups=None, rewards=None)
            "mean_learnability": float(np.mean(4 * p_hat * (1 - p_hat))) if len(p_hat) else 0.0,
            "signal_share": float(np.mean((p_hat > 0) & (p_hat < 1))) if len(p_hat) else 0.0,
            "incomplete_episodes": float(rnd.incomplete),
+           "cut_solver_replies": float(rnd.cut_replies),
            "unparsed_share": float(sum(s.unparsed for s in scored) / replies) if replies else 0.0,
            "heldout_collisions": float(sum(p.reason == HELDOUT for _, _, p in rnd.proposals))}
     labelled = [s.label_correct for s in scored if s.label_correct is not None]

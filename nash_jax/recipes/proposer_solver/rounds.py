@@ -19,7 +19,8 @@ class Round:
     prompts: dict  # rollout uid -> prompt token ids
     proposals: list  # (source, text, Proposal) of every proposal
     scored: dict  # proposal uid -> Scored (complete episodes of valid proposals)
-    incomplete: int  # valid proposals whose solvers did not all finish
+    incomplete: int  # valid proposals left out because a solver reply was cut (cut_solver_replies: drop)
+    cut_replies: int  # solver replies cut at solver_max_tokens
 
 
 @dataclass
@@ -42,16 +43,16 @@ def play(config, game, sources, proposer, solver, step, heldout, *, propose_key,
     if crash_prefix:
         crash_point(f"{crash_prefix}:propose:step={step + 1}")
     book = _open_episodes(game, sources, P, M, prompt_ids, proposed, texts, step, heldout, where)
-    scored, incomplete = {}, 0
+    scored, incomplete, cut = {}, 0, 0
     if book.valid:
-        scored, incomplete = _solve(game, solver, book, M, solve_key, step, where)
+        scored, incomplete, cut = _solve(game, solver, book, M, solve_key, step, where)
     if crash_prefix:  # after solving (nothing, when no proposal was valid)
         crash_point(f"{crash_prefix}:solve:step={step + 1}")
     _set_rewards(ps, game, book, scored)  # now that every complete episode is whole
     episodes = book.assembler.pop_complete()
     if len(book.assembler):
         assert len(book.assembler) == incomplete, (len(book.assembler), incomplete)
-    return Round(episodes, book.prompts, book.proposals, scored, incomplete)
+    return Round(episodes, book.prompts, book.proposals, scored, incomplete, cut)
 
 
 def _open_episodes(game, sources, P, M, prompt_ids, proposed, texts, step, heldout, where):
@@ -84,25 +85,31 @@ def _open_episodes(game, sources, P, M, prompt_ids, proposed, texts, step, heldo
 
 
 def _solve(game, solver, book, M, solve_key, step, where):
-    """M solver rollouts of every valid proposal, each added to its episode; an episode whose solvers
-    all finished is scored. → ({proposal uid: Scored}, how many episodes stayed incomplete)."""
+    """M solver rollouts of every valid proposal, each added to its episode, and the episode scored once
+    it is whole. A reply cut at solver_max_tokens has given no answer: under cut_solver_replies "wrong"
+    it is scored as one with none (a cut reply can hold a wrong sum's digits or the gold's by chance),
+    under "drop" it leaves its episode incomplete. → ({proposal uid: Scored}, how many episodes stayed
+    incomplete, how many replies were cut)."""
     scored, incomplete = {}, 0
+    drop = game.ps.cut_solver_replies == "drop"
     solver_ids, solved, replies = game.solve(solver, [p.problem for _, p in book.valid], M, solve_key)
     for q, (parent, proposal) in enumerate(book.valid):
+        ended = [bool(solved.finished[q, k]) for k in range(M)]
         for k in range(M):
             rollout = Rollout(uid=book.uid, role=Role.SOLVER, episode=parent, parent=parent,
                               tokens=solved.tokens[q, k, :solved.lengths[q, k]],
                               logprobs=solved.logprobs[q, k, :solved.lengths[q, k]],
-                              finished=bool(solved.finished[q, k]))
+                              finished=ended[k] or not drop)
             book.assembler.add(rollout)
             book.members[parent].append(rollout)
             book.prompts[book.uid] = solver_ids[q]
             book.uid += 1
         if all(r.finished for r in book.members[parent][1:]):  # the episode is assembled: score it
-            scored[parent] = game.score(proposal, replies[q], step + 1, where)
+            answered = [reply if done else "" for reply, done in zip(replies[q], ended)]
+            scored[parent] = game.score(proposal, answered, step + 1, where)
         else:
             incomplete += 1
-    return scored, incomplete
+    return scored, incomplete, int((~np.asarray(solved.finished, bool)).sum())
 
 
 def _set_rewards(ps, game, book, scored):
