@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from nash_jax import parallel
 from nash_jax.core.losses import logits_from_hidden
 from nash_jax.models.attention import attention, check_implementation, prefix_attention
 from nash_jax.models.layers import (ACTIVATIONS, MLP, RMSNorm, apply_rope, rope_inverse_frequencies,
@@ -275,7 +276,7 @@ class Llama(nnx.Module):
         """[B, T, E] in the compute dtype; Gemma scales by √hidden_size, the factor rounded to the
         compute dtype first (as transformers rounds it to the weights' dtype)."""
         dtype = jnp.dtype(self.config.dtype)
-        x = jnp.take(self.embed[...], tokens, axis=0).astype(dtype)
+        x = parallel.rows_sharded(jnp.take(self.embed[...], tokens, axis=0).astype(dtype))
         if self.config.scale_embeddings:
             x = x * jnp.asarray(np.float32(math.sqrt(self.config.hidden_size)), dtype)
         return x

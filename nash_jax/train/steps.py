@@ -170,6 +170,7 @@ class Step:
         self.batch_shardings = {f: parallel.batch_sharding(mesh, len(shape))
                                 for f, shape in shapes.items()}
         replicated = NamedSharding(mesh, PartitionSpec())
+        fn = parallel.traced_on(mesh, fn)  # activations keep their rows sharded (parallel.rows_sharded)
         if state_shardings is None:  # a read-only function of (params, batch)
             self.jitted = jax.jit(fn, in_shardings=(None, self.batch_shardings),
                                   out_shardings=replicated)
