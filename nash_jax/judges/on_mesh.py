@@ -40,7 +40,8 @@ class OnMesh:
         """fn(model, *arrays) jitted, called as program(state, *placed arrays). Each call makes a new
         program, so that its cache holds exactly what its judge compiled."""
         graphdef = self.graphdef
-        return jax.jit(lambda state, *arrays: fn(nnx.merge(graphdef, state), *arrays))
+        return jax.jit(parallel.traced_on(self.mesh, lambda state, *arrays: fn(nnx.merge(graphdef, state),
+                                                                                *arrays)))
 
     def run(self, program, *arrays):
         """program on this state and host arrays placed over the data shards (every process holds

@@ -44,7 +44,7 @@ class OnlineTraining:
         """batch -> ref_logp [N, T] under π_0 at the sampling temperature (the `pg_kl` objective's KL
         towards it, between the two tempered policies). Call it before the first step: the state holds
         π_0 until then, on a resume too (the loop restores it later)."""
-        return reference_logprobs(self.model_def, copy(self.state.params),
+        return reference_logprobs(self.model_def, copy(self.state.params), self.mesh,
                                   self.config.sampling.temperature)
 
     def loop(self, stage, *, total, work, **kwargs):
@@ -94,11 +94,11 @@ def copy(params):
     return jax.tree.map(lambda x: x.copy(), params)
 
 
-def reference_logprobs(model_def, params, temperature=1.0):
-    """batch -> ref_logp [N, T] under fixed `params` at `temperature`: their log-prob of token t at
-    position t, 0 at position 0 and wherever the loss mask is off."""
-    fn = jax.jit(lambda p, tokens, segments, mask: token_logprobs(
-        model_def, p, tokens, segments, mask, temperature=temperature)[0])
+def reference_logprobs(model_def, params, mesh, temperature=1.0):
+    """batch -> ref_logp [N, T] under fixed `params` on `mesh` at `temperature`: their log-prob of
+    token t at position t, 0 at position 0 and wherever the loss mask is off."""
+    fn = jax.jit(parallel.traced_on(mesh, lambda p, tokens, segments, mask: token_logprobs(
+        model_def, p, tokens, segments, mask, temperature=temperature)[0]))
 
     def reference(step_fn, batch):
         placed = step_fn.place_global({**batch, "ref_logp": np.zeros_like(batch["behaviour_logp"])})
