@@ -62,7 +62,8 @@ class BugInjectionConfig:
     DOMAINS = {"steps": AT_LEAST_1, "repositories_per_step": AT_LEAST_1,
                "injectors_per_repository": AT_LEAST_1, "solvers_per_artifact": AT_LEAST_1,
                "min_passing": AT_LEAST_1, "min_changed_files": AT_LEAST_1, "min_failing": AT_LEAST_1,
-               "ssr_alpha": PROBABILITY, "demonstrations": AT_LEAST_1, "kl_coef": NON_NEGATIVE,
+               "ssr_alpha": PROBABILITY, "demonstrations": AT_LEAST_1,
+               "demonstration_repositories": AT_LEAST_1, "kl_coef": NON_NEGATIVE,
                "injector_max_tokens": AT_LEAST_1, "solver_max_tokens": AT_LEAST_1,
                "clip_low": Range(0, 1), "clip_high": NON_NEGATIVE, "snapshots": AT_LEAST_1}
     steps: int = 20
@@ -81,6 +82,9 @@ class BugInjectionConfig:
     ssr_alpha: float = 0.8
     higher_order: bool = False  # a failed repair becomes a new bug (order ≤ 2): not built yet
     demonstrations: int = 32  # mutation-engine artifacts the warm start imitates (both roles)
+    # the warm start's demonstrations come from the first N training repositories only (in the order
+    # `repositories` lists them, the generated ones after; null: all); self-play trains on every one
+    demonstration_repositories: int | None = None
     kl_coef: float = 0.0
     injector_advantage: Literal["grpo", "drgrpo", "rloo"] = "rloo"
     solver_advantage: Literal["grpo", "drgrpo", "rloo"] = "grpo"

@@ -72,11 +72,15 @@ def task_data(config, run):
     if overlap:
         raise ValueError(f"bug_injection: {sorted(map(str, overlap))} are both training and held-out "
                          "repositories; expected held-out repositories that are never trained on")
+    if (b.demonstration_repositories or 0) > len(train):
+        raise ValueError(f"bug_injection.demonstration_repositories={b.demonstration_repositories}: there "
+                         f"are {len(train)} training repositories; expected at most that many (null: all)")
     folder = run / "data" / "ssr"
     if not run.done(DATA_STAGE):
         if parallel.is_writer():
             seed = stage_seed(config.seed, 0, "bug_injection_data")
-            _write_bugs(folder / "demonstrations", train, b.demonstrations, seed)
+            _write_bugs(folder / "demonstrations", train[:b.demonstration_repositories], b.demonstrations,
+                        seed)
             _write_bugs(folder / "heldout", heldout, b.anchors.heldout_bugs, seed)
         run.finish(DATA_STAGE, ["data/ssr/demonstrations", "data/ssr/heldout"])
     by_entry = {r.entry: r for r in train + heldout}
