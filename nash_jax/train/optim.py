@@ -69,18 +69,27 @@ def decay_mask(params):
 
 @functools.lru_cache(maxsize=32)
 def make_optimizer(config):
-    """(optax transformation, schedule) for `config`: the same objects for equal configs, so that a
-    step compiled for one is reused for the other (train/steps.py caches steps by optimiser)."""
+    """(direction, schedule) for `config`: `direction` is the optax transformation of everything but
+    the learning rate (clipping, moments, weight decay), and an update is −schedule(step) × its output
+    (`descent`). The learning rate is applied outside the transformation so that the schedule runs over
+    the steps a run takes, applied or not: a skipped update (no gradient, or not finite) keeps the
+    moments as they were and still moves the schedule on (train/steps.py). The same objects come back
+    for equal configs, so that a step compiled for one is reused for the other."""
     schedule = learning_rate_schedule(config)
-    if config.name == "adamw":
-        core = optax.adamw(schedule, b1=config.b1, b2=config.b2, eps=config.eps,
-                           weight_decay=config.weight_decay, mask=decay_mask)
+    if config.name == "adamw":  # optax.adamw without its scale_by_learning_rate
+        core = optax.chain(optax.scale_by_adam(b1=config.b1, b2=config.b2, eps=config.eps),
+                           optax.add_decayed_weights(config.weight_decay, mask=decay_mask))
     else:
-        core = (optax.rmsprop(schedule, decay=config.rmsprop_decay, eps=config.eps,
-                              eps_in_sqrt=False)  # torch: g / (sqrt(v) + eps)
-                if config.name == "rmsprop" else optax.sgd(schedule))
+        core = (optax.scale_by_rms(decay=config.rmsprop_decay, eps=config.eps,
+                                   eps_in_sqrt=False)  # torch: g / (sqrt(v) + eps)
+                if config.name == "rmsprop" else optax.identity())
         if config.weight_decay:
             core = optax.chain(optax.add_decayed_weights(config.weight_decay, mask=decay_mask), core)
     if config.clip_norm is not None:
         core = optax.chain(optax.clip_by_global_norm(config.clip_norm), core)
     return core, schedule
+
+
+def descent(direction, learning_rate):
+    """The parameter update of a `direction` tree at `learning_rate`: −learning_rate × direction."""
+    return jax.tree.map(lambda d: (-learning_rate * d).astype(d.dtype), direction)

@@ -26,7 +26,7 @@ class ModelDef:
 class TrainState:
     params: Any  # nnx.State of Params, in the parameter dtype
     opt_state: Any
-    step: jax.Array  # updates applied (a skipped step, non-finite or without gradient, does not count)
+    step: jax.Array  # steps taken, applied or skipped: the learning-rate schedule's position
     key: jax.Array  # raw uint32[2] PRNG key; each use folds in the step
 
 

@@ -8,9 +8,11 @@ tokens whose log-probs count. Token t is predicted from tokens < t, so position 
 Gradients are accumulated over `micro_batches` inside the step with `lax.scan`; micro-batch j takes the
 examples j, j + M, j + 2M, ... so that every micro-batch stays spread over all data-parallel devices. A
 step whose loss, gradient or updated parameters are not finite leaves parameters and optimiser state
-untouched and reports `skipped = 1`; so does a step whose gradient is exactly zero (nothing to learn
-from: every advantage of a pg batch 0), reporting `zero_gradient = 1`, so that Adam's momentum and
-weight decay do not move a policy on steps that carry no signal.
+untouched and reports `skipped = 1`; so does a step whose finite gradient is exactly zero (nothing to
+learn from: every advantage of a pg batch 0), reporting `zero_gradient = 1`, so that Adam's momentum
+and weight decay do not move a policy on steps that carry no signal. Either way the state's step count
+and with it the learning-rate schedule move on: the schedule runs over the steps a run takes, so that
+its warm-up and decay end with the run however many steps carried no signal.
 
 Steps are cached: asking again for the same objective, hyperparameters, model architecture, optimiser
 (the same object: `make_optimizer` returns one per configuration), shardings and micro-batching returns
@@ -30,6 +32,7 @@ from nash_jax import parallel
 from nash_jax.core import losses
 from nash_jax.train import objectives
 from nash_jax.train.objectives import TOKEN_FIELDS
+from nash_jax.train.optim import descent
 from nash_jax.train.state import TrainState
 
 LOGPROB_SHAPES = {f: ("N", "T") for f in TOKEN_FIELDS}
@@ -128,8 +131,8 @@ def loss_and_grads(loss_fn, params, batch, micro_batches=1):
 def _update(loss_fn, optimizer, schedule, micro_batches, state, batch):
     loss, per_example, grads = loss_and_grads(loss_fn, state.params, batch, micro_batches)
     grad_norm = optax.tree.norm(grads)
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
+    direction, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, descent(direction, schedule(state.step)))
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & jnp.isfinite(optax.tree.norm(params))
     # A gradient of exactly zero (a pg batch whose every advantage is 0) carries no information, yet
     # Adam would still move the parameters a full step along its momentum, and weight decay with it.
@@ -141,14 +144,14 @@ def _update(loss_fn, optimizer, schedule, micro_batches, state, batch):
 
     new_state = TrainState(params=new_if_applied(params, state.params),
                            opt_state=new_if_applied(opt_state, state.opt_state),
-                           step=state.step + applied.astype(jnp.int32), key=state.key)
+                           step=state.step + 1, key=state.key)
     metrics = {
         "loss": loss,
         "grad_norm": grad_norm,
         "learning_rate": schedule(state.step),
         "tokens": jnp.sum(batch["loss_mask"][..., 1:]).astype(jnp.float32),
         "skipped": 1.0 - finite.astype(jnp.float32),
-        "zero_gradient": 1.0 - has_gradient.astype(jnp.float32),
+        "zero_gradient": (finite & ~has_gradient).astype(jnp.float32),
         **{name: jnp.mean(values) for name, values in per_example.items() if name != "log_ratio"},
     }
     if "log_ratio" in per_example:

@@ -9,6 +9,7 @@ import torch
 import transformers
 
 from nash_jax.train import SPPO_PRESET, OptimizerConfig, learning_rate_schedule, make_optimizer
+from nash_jax.train.optim import descent
 
 
 @pytest.mark.parametrize("schedule, hf_name", [("linear", "linear"), ("cosine", "cosine")])
@@ -33,11 +34,11 @@ def run_both(config, torch_optimizer, steps=6):
         return jnp.sum((p["matrix"] - target) ** 2) + jnp.sum(p["vector"] ** 4)
 
     params = {"matrix": jnp.asarray(matrix), "vector": jnp.asarray(vector)}
-    tx, _ = make_optimizer(config)
+    tx, schedule = make_optimizer(config)
     state = tx.init(params)
-    for _ in range(steps):
-        updates, state = tx.update(jax.grad(loss)(params), state, params)
-        params = optax.apply_updates(params, updates)
+    for step in range(steps):
+        direction, state = tx.update(jax.grad(loss)(params), state, params)
+        params = optax.apply_updates(params, descent(direction, schedule(step)))
 
     t_matrix, t_vector = (torch.nn.Parameter(torch.from_numpy(x.copy())) for x in (matrix, vector))
     opt = torch_optimizer([{"params": [t_matrix], "weight_decay": config.weight_decay},

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nash_jax.train import make_step
+from nash_jax.train import OptimizerConfig, make_step
 from nash_jax.train.steps import objective_loss, policy_logprobs
 from nash_jax.train.objectives import OBJECTIVES
 from tests.train.conftest import CONFIG, MESHES, setup, token_batch
@@ -177,13 +177,14 @@ def test_non_finite_batch_is_reported_and_not_applied():
     state, metrics = step(state, batch)
     assert metrics["skipped"] == 1.0 and not np.isfinite(float(metrics["loss"]))
     np.testing.assert_array_equal(flat_params(state), before)
-    assert int(state.step) == 0
+    assert metrics["zero_gradient"] == 0.0, "a non-finite step is not a zero-gradient one"
+    assert int(state.step) == 1, "a skipped step still moves the schedule on"
 
 
 def test_a_batch_without_gradient_moves_nothing_after_adam_has_momentum():
     """Every advantage 0 (no row of a self-play step carries signal): Adam, one update into its run,
     would still move the parameters along its momentum; the step reports zero_gradient and keeps
-    parameters, optimiser state and the update count."""
+    parameters and optimiser state (the step count, the schedule's position, moves on)."""
     model_def, state, shardings, mesh, tx, schedule, _ = setup()
     step = make_step("pg", model_def, tx, schedule, shardings, mesh, **PG)
     batch = pg_batch(model_def, state.params)
@@ -193,10 +194,28 @@ def test_a_batch_without_gradient_moves_nothing_after_adam_has_momentum():
     moments = [np.asarray(x) for x in jax.tree.leaves(state.opt_state)]  # the state is donated
     state, metrics = step(state, {**batch, "advantage": np.zeros(N, np.float32)})
     assert float(metrics["grad_norm"]) == 0.0 and metrics["zero_gradient"] == 1.0
-    assert metrics["skipped"] == 0.0 and int(state.step) == 1
+    assert metrics["skipped"] == 0.0 and int(state.step) == 2
     np.testing.assert_array_equal(flat_params(state), before)
     for ours, theirs in zip(jax.tree.leaves(state.opt_state), moments):
         np.testing.assert_array_equal(np.asarray(ours), theirs)
+
+
+def test_the_schedule_ends_at_the_runs_last_step_with_signal_free_steps_between():
+    """A run of 6 steps whose steps 2 and 4 carry no gradient: the learning rate follows the schedule
+    step for step over all six (warm-up over 1, then linear decay), so the last step's rate is the
+    schedule's last, as without the signal-free steps."""
+    optimizer = OptimizerConfig(name="adamw", learning_rate=1e-3, warmup_ratio=0.2, total_steps=6)
+    model_def, state, shardings, mesh, tx, schedule, _ = setup(optimizer=optimizer)
+    step = make_step("pg", model_def, tx, schedule, shardings, mesh, **PG)
+    batch = pg_batch(model_def, state.params)
+    rates = []
+    for i in range(6):
+        advantage = np.zeros(N, np.float32) if i in (2, 4) else batch["advantage"]
+        state, metrics = step(state, {**batch, "advantage": advantage})
+        assert metrics["zero_gradient"] == float(i in (2, 4))
+        rates.append(float(metrics["learning_rate"]))
+    np.testing.assert_allclose(rates, [float(schedule(i)) for i in range(6)], rtol=1e-6)
+    assert rates[-1] == pytest.approx(float(schedule(5))) and int(state.step) == 6
 
 
 def test_bad_batches_get_clear_errors():
