@@ -19,9 +19,9 @@ LAYERS = [
     ["nash_jax.data", "nash_jax.judges.base"],  # prompt datasets; the judge contracts
     ["nash_jax.rollout"],                    # the sampler, sample columns, batches
     ["nash_jax.judges", "nash_jax.tasks", "nash_jax.selfplay"],
-    ["nash_jax.setup"],                      # the parts a run config names, built; the memory plan
     ["nash_jax.evaluation"],
     ["nash_jax.reporting"],
+    ["nash_jax.engine"],                     # what every recipe runs on: registry, loop, learner, plan
     ["nash_jax.recipes"],                    # the only layer that sequences stages
     ["nash_jax.cli", "nash_jax"],            # the command (and the package's own __init__)
 ]
@@ -96,11 +96,10 @@ def _names_a_string(node):
         isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(map(_names_a_string, node.elts))
 
 
-def nodes_below_the_recipes():
-    """(path, node) of every syntax node of every module below the recipes' layer."""
-    recipe_layer = layer_of("nash_jax.recipes")
+def nodes_below(layer):
+    """(path, node) of every syntax node of every module below `layer`'s."""
     for name, path in modules():
-        if layer_of(name) < recipe_layer:
+        if layer_of(name) < layer_of(layer):
             yield from ((path, node) for node in ast.walk(ast.parse(path.read_text())))
 
 
@@ -108,7 +107,7 @@ def test_nothing_below_the_recipes_branches_on_a_recipe():
     """Below recipes/, no code compares a config's `recipe` with anything: a new recipe is a package
     that registers itself, not a branch in a shared module."""
     branches = []
-    for path, node in nodes_below_the_recipes():
+    for path, node in nodes_below("nash_jax.recipes"):
         operands = [node.left, *node.comparators] if isinstance(node, ast.Compare) else []
         if any(map(_names_recipe, operands)) and any(map(_names_a_string, operands)):
             branches.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
@@ -134,13 +133,14 @@ def _names_a_config(node):
     return isinstance(node, ast.Name) and (node.id in ("config", "cfg") or node.id.endswith("_config"))
 
 
-def test_nothing_below_the_recipes_reads_the_run_config():
-    """Below recipes/, no code reads a section of the whole run config (`config.train.…`,
+def test_nothing_below_the_engine_reads_the_run_config():
+    """Below engine/, no code reads a section of the whole run config (`config.train.…`,
     `config.model`, `config.recipe`): a lower layer takes the section or the values it needs (a model
-    section, an optimiser config, shapes, mesh sizes, paths) and the recipes unpack the run config."""
+    section, an optimiser config, shapes, mesh sizes, paths); the engine and the recipes unpack the
+    run config."""
     sections = _run_config_sections()
     assert {"model", "train", "mesh", "data", "eval", "recipe", "sppo"} <= sections, sections
     reads = [f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {ast.unparse(node)}"
-             for path, node in nodes_below_the_recipes()
+             for path, node in nodes_below("nash_jax.engine")
              if isinstance(node, ast.Attribute) and node.attr in sections and _names_a_config(node.value)]
     assert not reads, "run-config sections read below the recipes:\n" + "\n".join(reads)

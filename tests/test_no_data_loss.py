@@ -131,7 +131,7 @@ def test_average_onto_an_existing_folder_or_file_is_refused_before_loading(tmp_p
 @pytest.mark.parametrize("command", [["rerank", "--n", "4"], ["average"]])
 def test_a_command_that_does_not_apply_to_the_recipe_is_refused_and_touches_nothing(
         tmp_path, capsys, monkeypatch, command):
-    from nash_jax import recipes
+    from nash_jax import engine
     from nash_jax.cli import main
 
     run_dir = saved_run(tmp_path, REPO / "configs" / "kuhn_demo.yaml")
@@ -252,7 +252,7 @@ def test_missing_inputs_and_the_architecture_stop_a_run_before_its_directory_exi
     import json
     import shutil
 
-    from nash_jax import recipes
+    from nash_jax import engine
     from nash_jax.config import load_config
     from tests.tiny_hf import write_tokenizer
 
@@ -272,7 +272,7 @@ def test_missing_inputs_and_the_architecture_stop_a_run_before_its_directory_exi
     }[case]
     config = load_config(REPO / "configs" / config_file, [f"run_dir={tmp_path / 'run'}", override])
     with pytest.raises(error, match=message):
-        recipes.run(config)
+        engine.run(config)
     assert not (tmp_path / "run").exists()
 
 
@@ -281,7 +281,7 @@ def test_a_resumed_training_loop_logs_each_step_once(tmp_path):
 
     import jax.numpy as jnp
 
-    from nash_jax.recipes.loop import train_loop
+    from nash_jax.engine.loop import train_loop
 
     def work(fail_at=None):
         def step_work(step, state, extra, item):

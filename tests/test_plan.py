@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from nash_jax import cli, config as config_lib, parallel
-from nash_jax.recipes import planning
-from nash_jax.setup import plan
+from nash_jax.engine import planning
+from nash_jax.engine import plan
 from nash_jax.models import hf
 from nash_jax.models.llama import Llama
 from nash_jax.train import init_train_state, make_optimizer, make_step

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nash_jax import data, runs
-from nash_jax.recipes.loop import train_loop
+from nash_jax.engine.loop import train_loop
 from tests.processes import USER_CLI
 from nash_jax.runs import RunDir
 

@@ -7,15 +7,15 @@ from nash_jax.cli.runs import saved_run_config
 
 
 def _average(args):
-    from nash_jax import recipes
-    from nash_jax.setup import components
+    from nash_jax import engine
+    from nash_jax.engine import policy_files
     from nash_jax.runs.files import check_output
     from nash_jax.evaluation.iterate_averaging import average_policies
     from nash_jax.runs import RunDir
 
     run_dir = Path(args.run_dir)
     config = saved_run_config(run_dir)
-    recipes.check_report_option(config, "average_iterates", "nash-jax average")
+    engine.check_report_option(config, "average_iterates", "nash-jax average")
     report_path = run_dir / "report.json"
     if not report_path.is_file():
         raise FileNotFoundError(f"{report_path} does not exist; run `nash-jax report {run_dir}` first "
@@ -37,13 +37,13 @@ def _average(args):
     labels = [Path(n).name if n not in dirs else n for n in chosen]
     out = Path(args.out) if args.out else run_dir / "average" / "-".join(labels)
     check_output(out, "--out", overwrite=args.overwrite)  # before any model is loaded
-    mesh = components.make_mesh(config.mesh, config.train.micro_batches, {})
+    mesh = policy_files.make_mesh(config.mesh, config.train.micro_batches, {})
     run = RunDir(run_dir)
     run.acquire()  # it writes into the run directory: not beside a live run
     try:
         average_policies(paths, out, mesh=mesh, dtype=config.model.dtype, in_run=not args.out,
                          param_dtype=config.model.param_dtype,
-                         tokenizer_dir=components.tokenizer_source(config.model, run_dir))
+                         tokenizer_dir=policy_files.tokenizer_source(config.model, run_dir))
     finally:
         run.close()
     print(f"average of {', '.join(labels)} written to {out}")

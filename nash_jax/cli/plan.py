@@ -5,8 +5,8 @@ from nash_jax.cli.arguments import positive_int
 
 def plan_command(args):
     from nash_jax import config as config_lib
-    from nash_jax.recipes import planning
-    from nash_jax.setup import plan
+    from nash_jax.engine import planning
+    from nash_jax.engine import plan
 
     config = config_lib.load_config(args.config, args.overrides)
     memory = (config_lib.parse_bytes(args.device_memory, "--device-memory")

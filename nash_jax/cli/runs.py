@@ -10,13 +10,12 @@ MAX_BEST_OF_N = 64  # `nash-jax rerank` samples n per held-out sample and judges
 
 def _run(args):
     from nash_jax import config as config_lib
-    from nash_jax import recipes
-
+    from nash_jax import engine
     start_processes(args)
-    config = recipes.resolve_run_dir(config_lib.load_config(args.config, args.overrides))
+    config = engine.resolve_run_dir(config_lib.load_config(args.config, args.overrides))
     resuming = (Path(config.run_dir) / "config.yaml").is_file()
     print(f"{'resuming' if resuming else 'run directory:'} {config.run_dir}", file=sys.stderr)
-    report = recipes.run(config)
+    report = engine.run(config)
     print_report_summary(config, report, config.run_dir)
 
 
@@ -24,8 +23,7 @@ def saved_run_config(run_dir, overrides=()):
     """A run directory's config (config.yaml), with report-only `eval.KEY=VALUE` overrides applied and,
     if they change it, saved back (so that the run's config lock accepts them)."""
     from nash_jax import config as config_lib
-    from nash_jax import recipes
-
+    from nash_jax import engine
     run_dir = Path(run_dir)
     path = run_dir / "config.yaml"
     if not path.is_file():
@@ -43,7 +41,7 @@ def saved_run_config(run_dir, overrides=()):
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from None
     for text in overrides:  # before anything is written: an option the run's report ignores
-        recipes.check_report_option(config, text.partition("=")[0].strip().split(".")[1],
+        engine.check_report_option(config, text.partition("=")[0].strip().split(".")[1],
                                     f"override {text!r}")
     if config.run_dir and Path(config.run_dir).resolve() != run_dir.resolve():
         import dataclasses
@@ -62,24 +60,21 @@ def saved_run_config(run_dir, overrides=()):
 
 
 def _report(args, overrides=None):
-    from nash_jax import recipes
-
+    from nash_jax import engine
     start_processes(args)
     config = saved_run_config(args.run_dir, args.overrides if overrides is None else overrides)
-    print_report_summary(config, recipes.run(config), args.run_dir)
+    print_report_summary(config, engine.run(config), args.run_dir)
 
 
 def _rerank(args):
-    from nash_jax import recipes
-
-    recipes.check_report_option(saved_run_config(args.run_dir), "best_of_n", "nash-jax rerank")
+    from nash_jax import engine
+    engine.check_report_option(saved_run_config(args.run_dir), "best_of_n", "nash-jax rerank")
     _report(args, [*args.overrides, f"eval.best_of_n={args.n}"])
 
 
 def print_report_summary(config, report, run_dir):
-    from nash_jax import recipes
-
-    for line in recipes.summary_lines(config, report):
+    from nash_jax import engine
+    for line in engine.summary_lines(config, report):
         print(line)
     print(f"report: {Path(run_dir) / 'report.md'}")
 

@@ -176,7 +176,7 @@ class MeshConfig:
     fsdp: int = -1  # -1: all the devices left
     tensor: int = 1
     # memory of one device ("80GiB", "141GB"): a run whose parameters, optimiser state and gradients
-    # cannot fit it stops before loading any weights (nash_jax/setup/plan.py); default: what the device
+    # cannot fit it stops before loading any weights (nash_jax/engine/plan.py); default: what the device
     # reports (GPUs and TPUs do; CPUs do not, and then nothing is checked)
     device_memory: str | None = None
 

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from nash_jax.setup import components
+from nash_jax.models.export import export_policy
 from nash_jax.models import hf
 
 # config.json keys that may differ between iterates of one architecture
@@ -41,7 +41,7 @@ def average_policies(dirs, out, *, mesh=None, dtype="float32", param_dtype=None,
                      in_run=True):
     """Write the parameter average of the HF directories `dirs` to `out` (whole, or not at all); the
     sum is kept in fp32 and the average stored in the iterates' parameter dtype. Loads one iterate at
-    a time (two models' worth of memory). Returns `out`. in_run: see components.export_policy."""
+    a time (two models' worth of memory). Returns `out`. in_run: see models.export.export_policy."""
     dirs = [Path(d) for d in dirs]
     check_same_architecture(dirs)
     total = model = None
@@ -52,5 +52,5 @@ def average_policies(dirs, out, *, mesh=None, dtype="float32", param_dtype=None,
         total = as_f32 if total is None else jax.tree.map(jnp.add, total, as_f32)
     average = jax.tree.map(lambda t, p: (t / len(dirs)).astype(p.dtype), total, params)
     nnx.update(model, average)
-    components.export_policy(model, out, tokenizer_dir=tokenizer_dir or dirs[-1], in_run=in_run)
+    export_policy(model, out, tokenizer_dir=tokenizer_dir or dirs[-1], in_run=in_run)
     return Path(out)

@@ -19,13 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from nash_jax import data, runs
-from nash_jax.setup import components
+from nash_jax.engine import policy_files, prompt_sets
 from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, PROBABILITY
 from nash_jax.parallel.padding import bucket_size
-from nash_jax.setup.plan import StepShape
-from nash_jax.recipes import Recipe, iterates_report, register
-from nash_jax.recipes.online import copy, sampling_settings, start
-from nash_jax.recipes.preparation import prepare
+from nash_jax.engine.plan import StepShape
+from nash_jax.engine import Recipe, register
+from nash_jax.engine import iterates_report
+from nash_jax.engine.learner import copy, sampling_settings, start
+from nash_jax.engine.preparation import prepare
 from nash_jax.rollout.batches import token_batch
 from nash_jax.rollout.sampling import generate, mixture_generate, pad_id_of
 from nash_jax.tasks import synthetic_eval
@@ -56,7 +57,7 @@ def run_nash_md(config, run):
     if not run.done(STAGE):
         train(config, run, splits, tokenizer, judge, mesh)
         run.finish(STAGE, [f"iter_{k}/policy" for k in range(n.snapshots)])
-    iterates = [("pi_0", components.initial_policy_dir(config.model.path, run))] + [
+    iterates = [("pi_0", policy_files.initial_policy_dir(config.model.path, run))] + [
         (f"pi_{k + 1}", run / f"iter_{k}" / "policy") for k in range(n.snapshots)]
     return iterates_report.evaluate_and_write(
         config, run, iterates=iterates, eval_prompts=splits.eval, tokenizer=tokenizer, judge=judge,
@@ -81,14 +82,14 @@ def segment_summaries(config, run):
 def train(config, run, splits, tokenizer, judge, mesh):
     n = config.nash_md
     prompts = splits.iterations[0]
-    ids, kept, _ = components.encode_prompts(config.data, tokenizer, prompts, "training prompts")
+    ids, kept, _ = prompt_sets.encode_prompts(config.data, tokenizer, prompts, "training prompts")
     texts = [prompts[i] for i in kept]
-    eval_ids, _, _ = components.encode_prompts(config.data, tokenizer, splits.eval, "evaluation prompts",
+    eval_ids, _, _ = prompt_sets.encode_prompts(config.data, tokenizer, splits.eval, "evaluation prompts",
                                                too_long="truncate_left")
     exact = synthetic_eval.policy_metrics(config.judge.kind, config.model.path, tokenizer, mesh)
 
-    online = start(config, run, mesh, initial_dir=components.initial_policy_dir(config.model.path, run),
-                   tokenizer_dir=components.tokenizer_source(config.model, run), objective="nash_md_pg",
+    online = start(config, run, mesh, initial_dir=policy_files.initial_policy_dir(config.model.path, run),
+                   tokenizer_dir=policy_files.tokenizer_source(config.model, run), objective="nash_md_pg",
                    total_steps=n.steps, tau=n.tau)
     initial, model_def = online.initial, online.model_def
     logprobs = make_logprobs(model_def, mesh, logprob_chunk=config.train.logprob_chunk)

@@ -8,7 +8,7 @@
               anchored to π_t, orbax checkpoints every N steps    iter_t/checkpoints/
     export    π_{t+1} as a Hugging Face directory                 iter_t/policy/
 
-then the evaluation and report (recipes/iterates_report.py). Each stage is recorded in
+then the evaluation and report (engine/iterates_report.py). Each stage is recorded in
 RUN_DIR/manifest.json once
 its artifact is in place; a rerun skips finished stages and resumes training from its last checkpoint.
 """
@@ -19,13 +19,14 @@ from typing import Literal
 import numpy as np
 
 from nash_jax import runs
-from nash_jax.setup import components
+from nash_jax.engine import judging, policy_files, prompt_sets
 from nash_jax.config import AT_LEAST_1, POSITIVE
 from nash_jax.core.saturation import win_rate_saturation
-from nash_jax.recipes import Recipe, iterates_report, register
-from nash_jax.recipes.loop import fit_rows
-from nash_jax.setup.components import optimizer_config
-from nash_jax.recipes.preparation import prepare
+from nash_jax.engine import Recipe, register
+from nash_jax.engine import iterates_report
+from nash_jax.engine.loop import fit_rows
+from nash_jax.engine.policy_files import optimizer_config
+from nash_jax.engine.preparation import prepare
 from nash_jax.rollout.batches import sample_rows, token_batch
 from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.tasks import synthetic_eval
@@ -87,7 +88,7 @@ def iteration_summaries(config, run):
 def policy_dir(config, run, t):
     """π_t's HF directory: the initial policy for t = 0, else iteration t−1's export."""
     if t == 0:
-        return components.initial_policy_dir(config.model.path, run)
+        return policy_files.initial_policy_dir(config.model.path, run)
     return run / f"iter_{t - 1}" / "policy"
 
 
@@ -95,10 +96,10 @@ def iteration(config, run, t, prompts, tokenizer, judge, mesh):
     it = f"iter_{t}"
     if run.done(f"{it}/train"):
         return
-    model = components.load_policy(policy_dir(config, run, t), config.model, mesh)
+    model = policy_files.load_policy(policy_dir(config, run, t), config.model, mesh)
 
     if not run.done(f"{it}/prompts"):
-        ids, kept, skipped = components.encode_prompts(config.data, tokenizer, prompts,
+        ids, kept, skipped = prompt_sets.encode_prompts(config.data, tokenizer, prompts,
                                                    f"iteration {t}'s prompt split")
         runs.write_table(run / it / "prompts.parquet",
                            {"prompt": [prompts[i] for i in kept], "prompt_ids": ids})
@@ -119,7 +120,7 @@ def iteration(config, run, t, prompts, tokenizer, judge, mesh):
     if not run.done(f"{it}/judge"):
         bar = runs.progress(len(samples["prompt"]), f"{it} judge", "prompt")
         notes = {}  # per-prompt figures of the judge (the LLM judge's position_inconsistency)
-        pref = components.judge_matrices(judge, samples["prompt"], samples["responses"],
+        pref = judging.judge_matrices(judge, samples["prompt"], samples["responses"],
                                      per_call=config.judge.prompts_per_call, bar=bar, crash_prefix=f"{it}/judge",
                                      where=f"judging iteration {t} ({run / it / 'samples.parquet'})",
                                      notes=notes)
@@ -141,8 +142,8 @@ def iteration(config, run, t, prompts, tokenizer, judge, mesh):
     rows = [dict(zip(table, values)) for values in zip(*table.values())]
 
     model = train(config, run, t, model, rows, mesh, tokenizer)
-    components.export_policy(model, run / it / "policy",
-                             tokenizer_dir=components.tokenizer_source(config.model, run))
+    policy_files.export_policy(model, run / it / "policy",
+                             tokenizer_dir=policy_files.tokenizer_source(config.model, run))
     run.finish(f"{it}/train", [f"{it}/policy"])
 
 

@@ -1,6 +1,6 @@
 """Reports: one writer for every recipe (report.json, report.md and figures, atomically, then the
 "report" stage), and the text of the cross-iterate report of the preference recipes (which
-recipes/iterates_report.py evaluates).
+engine/iterates_report.py evaluates).
 
     writer         write_report(run, report, markdown=..., draw=...), Figures, markdown helpers
     iterates_text  the cross-iterate report's markdown, figures and printed summary

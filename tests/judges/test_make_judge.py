@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from nash_jax.setup import components
+from nash_jax.engine import judging
 from nash_jax.cli import main
 from nash_jax.config import JudgeConfig, build
 from nash_jax.judges import BUILDERS, CHECKS, check_judge, make_judge
@@ -21,7 +21,7 @@ def test_every_configurable_kind_has_a_check_and_a_builder():
 
     kinds = set(typing.get_args(typing.get_type_hints(JudgeConfig)["kind"]))
     assert kinds == KINDS == set(BUILDERS) == set(CHECKS)
-    assert components.make_judge(JudgeConfig()).prob_matrix(["write a reply about rivers ."],
+    assert judging.make_judge(JudgeConfig()).prob_matrix(["write a reply about rivers ."],
                                                             [["plain", "witty"]]).shape == (1, 2, 2)
 
 

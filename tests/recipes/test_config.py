@@ -90,8 +90,7 @@ def test_a_different_config_on_an_existing_run_dir_is_refused(tmp_path):
 def test_without_run_dir_the_newest_unfinished_run_of_the_same_config_resumes(tmp_path):
     from dataclasses import replace
 
-    from nash_jax.recipes import resolve_run_dir
-
+    from nash_jax.engine import resolve_run_dir
     config = load_config(write(tmp_path, "name: a\n"))
     fresh = resolve_run_dir(config, root=tmp_path / "runs")
     assert fresh.run_dir.startswith(str(tmp_path / "runs" / "a-"))
@@ -157,23 +156,21 @@ def test_a_section_given_twice_is_refused(tmp_path):
 
 
 def test_sppo_with_one_sample_per_prompt_is_refused_before_the_run_directory_is_touched(tmp_path):
-    from nash_jax import recipes
-
+    from nash_jax import engine
     config = load_config(write(tmp_path, "name: x\n"),
                          ["sampling.num_samples=1", f"run_dir={tmp_path / 'run'}"])
     with pytest.raises(ValueError, match=r"sampling.num_samples=1; expected ≥ 2 for SPPO"):
-        recipes.run(config)
+        engine.run(config)
     assert not (tmp_path / "run").exists()
 
 
 def test_every_path_a_run_needs_is_checked_before_its_directory_is_locked(tmp_path):
-    from nash_jax import recipes
-
+    from nash_jax import engine
     config = load_config(write(tmp_path, "name: x\n"), [
         f"run_dir={tmp_path / 'run'}", "eval.second_judge.kind=file",
         f"eval.second_judge.path={tmp_path / 'nope.jsonl'}"])
     with pytest.raises(FileNotFoundError, match=r"eval.second_judge.path=.*nope.jsonl: does not exist"):
-        recipes.run(config)
+        engine.run(config)
     assert not (tmp_path / "run").exists()
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from nash_jax import recipes, runs
+from nash_jax import engine, runs
 from nash_jax.cli import main
 from nash_jax.config import load_config
 from nash_jax.recipes import grpo
@@ -38,11 +38,11 @@ def small_runs(tmp_path_factory, tiny_judge_dir):  # noqa: F811  (the fixture im
     values["judge"] = {"kind": "reward_model", "path": str(model_dir), "batch_size": 16}
     path.write_text(yaml.safe_dump(values))
     whole, killed = tmp / "whole", tmp / "killed"
-    report = recipes.run(load_config(path, [f"run_dir={whole}"]))
+    report = engine.run(load_config(path, [f"run_dir={whole}"]))
     result = run_cli(path, killed, "grpo:step=4")  # after the step-3 checkpoint and the first snapshot
     assert result.returncode == -signal.SIGKILL, result.stderr[-2000:]
     assert (killed / "iter_0" / "policy").is_dir() and not (killed / "iter_1" / "policy").exists()
-    resumed = recipes.run(load_config(path, [f"run_dir={killed}"]))  # in this process: no start-up
+    resumed = engine.run(load_config(path, [f"run_dir={killed}"]))  # in this process: no start-up
     return SimpleNamespace(config=path, whole=whole, killed=killed, report=report, resumed=resumed,
                            model=model, tokenizer=tokenizer)
 
@@ -117,18 +117,18 @@ def test_the_report_adds_the_held_out_reward_of_every_iterate(small_runs):
     flat = [(p, r) for p, rs in zip(_eval_prompts(whole, prompts), samples["responses"]) for r in rs]
     expected = reward_model_scores(small_runs.model, small_runs.tokenizer, *zip(*flat)).mean()
     assert report["heldout_reward"][0] == pytest.approx(expected, abs=1e-4)
-    lines = recipes.summary_lines(load_config(small_runs.config), report)
+    lines = engine.summary_lines(load_config(small_runs.config), report)
     assert lines[0].startswith("held-out reward (8 prompts × 2 samples at the sampling settings): pi_0 ")
     assert " -> pi_2 " in lines[0]
 
 
 def _eval_prompts(run_dir, n):
     """The held-out prompt texts of a run, in the order the report samples them (none was dropped)."""
-    from nash_jax.setup import components
+    from nash_jax.engine import prompt_sets
     from nash_jax.runs import RunDir
 
     config = load_config(run_dir / "config.yaml")
-    splits = components.prompt_splits(config.data, RunDir(run_dir), eval_prompts=config.eval.prompts,
+    splits = prompt_sets.prompt_splits(config.data, RunDir(run_dir), eval_prompts=config.eval.prompts,
                                       seed=config.seed)
     assert len(splits.eval) == n
     return splits.eval

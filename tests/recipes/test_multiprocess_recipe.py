@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from nash_jax import recipes
+from nash_jax import engine
 from nash_jax.config import load_config
 from nash_jax import runs
 from nash_jax.runs import read_metrics
@@ -24,7 +24,7 @@ def test_two_processes_run_the_recipe_like_one(tmp_path):
                                       "optimizer": sgd},
                                eval={"prompts": 8, "samples_per_prompt": 1})
     single = tmp_path / "single"
-    recipes.run(load_config(config_path, [f"run_dir={single}"]))
+    engine.run(load_config(config_path, [f"run_dir={single}"]))
 
     port, shared = free_port(), tmp_path / "two"
     env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(devices=4))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from nash_jax import recipes
+from nash_jax import engine
 from nash_jax.config import load_config
 from nash_jax.models.llama import Llama, LlamaConfig
 from nash_jax.runs import read_metrics
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.long
 def test_nash_md_run_killed_mid_training_resumes_to_identical_parameters(tmp_path):
     config_path = small_config(tmp_path, base="nash_md_demo", name="nmd",
                                train={"checkpoint_every": 3}, nash_md={"refresh_every": 4})
-    reference = recipes.run(load_config(config_path, [f"run_dir={tmp_path / 'whole'}"]))
+    reference = engine.run(load_config(config_path, [f"run_dir={tmp_path / 'whole'}"]))
     killed = tmp_path / "killed"
     result = run_cli(config_path, killed, "nash_md:step=5")  # after the step-3 checkpoint, past a refresh
     assert result.returncode == -signal.SIGKILL, result.stderr[-2000:]

@@ -1,17 +1,20 @@
-"""Every online recipe trains through the shared online layer (recipes/online.py), so that each
+"""Every online recipe trains through the shared online layer (engine/learner.py), so that each
 `train.*` field reaches its step and its loop: the layer's step factory and loop are replaced by spies
 that record what they were given (the factory still builds the real step) and stop the run before its
 first online step (the warm start's fit is skipped too: π_0 is the freshly initialised model, which is
 all the set-up needs); `nash-jax plan` is checked against the compiled memory of that real step.
-SPPO, which trains offline through recipes/loop.fit_rows, is held to the same fields."""
+SPPO, which trains offline through engine/loop.fit_rows, is held to the same fields."""
 
 import numpy as np
 import pytest
 
-from nash_jax import recipes
+from nash_jax import engine
 from nash_jax.config import load_config
-from nash_jax.recipes import loop, online, planning, preparation
-from nash_jax.setup import plan
+from nash_jax.engine import loop
+from nash_jax.engine import learner as online
+from nash_jax.engine import planning
+from nash_jax.engine import preparation
+from nash_jax.engine import plan
 from tests.recipes import (test_bug_injection_recipe, test_game_selfplay_recipe,
                            test_proposer_solver_recipe)
 from tests.recipes.conftest import CONFIGS, small_config
@@ -96,7 +99,7 @@ def started(request, tmp_path_factory):
         patch.setattr(online, "make_step", make_step)
         patch.setattr(online, "train_loop", train_loop)
         with pytest.raises(Stopped):
-            recipes.run(config)
+            engine.run(config)
     return config, seen, built["step"], built["state"]
 
 
@@ -125,7 +128,7 @@ def test_plan_is_the_compiled_memory_of_each_online_recipes_own_step(started):
 
 
 def test_sppo_honours_the_train_fields(tmp_path, monkeypatch):
-    """SPPO trains offline (recipes/loop.fit_rows), not through the online layer: the same fields must
+    """SPPO trains offline (engine/loop.fit_rows), not through the online layer: the same fields must
     reach the step factory and the loop fit_rows calls (the warm start's own fit is skipped)."""
     seen = {}
 
@@ -145,7 +148,7 @@ def test_sppo_honours_the_train_fields(tmp_path, monkeypatch):
                          [f"run_dir={tmp_path / 'run'}", *FIELDS, "train.batch_size=16",
                           "train.checkpoint_every=3"])
     with pytest.raises(Stopped):
-        recipes.run(config)
+        engine.run(config)
     assert seen == {"objective": "sppo", "hyperparameters": {"eta": config.sppo.eta}, "micro_batches": 2,
                     "logprob_chunk": 8, "stage": "iter_0", "max_skipped_fraction": 0.25,
                     "checkpoint_every": 3}, seen

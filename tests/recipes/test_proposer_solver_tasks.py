@@ -4,7 +4,7 @@ its own, beside the shared runs of test_proposer_solver_recipe.py)."""
 
 import pytest
 
-from nash_jax import recipes
+from nash_jax import engine
 from nash_jax.config import load_config
 from nash_jax.runs import read_metrics
 from nash_jax.selfplay import answer_sources
@@ -34,7 +34,7 @@ def test_a_verifier_that_raises_stops_the_run_naming_the_problem_and_the_step(tm
     with pytest.raises(RuntimeError, match=r"^training, step 1: the verifier answer source failed checking "
                                            r"the proposal '[^']*' from source 'seed-\d+': ValueError: "
                                            r"the verifier broke$"):
-        recipes.run(load_config(path, [f"run_dir={tmp_path / 'run'}"]))
+        engine.run(load_config(path, [f"run_dir={tmp_path / 'run'}"]))
 
 
 def test_the_document_task_under_majority_vote_with_alternating_phases(tmp_path):
@@ -42,7 +42,7 @@ def test_the_document_task_under_majority_vote_with_alternating_phases(tmp_path)
                        proposer_solver={"answer_source": "majority", "schedule": "alternating",
                                         "phase_steps": 2, "proposer_max_tokens": 20,
                                         "task": {"heldout_documents": 4}})
-    report = recipes.run(load_config(path, [f"run_dir={tmp_path / 'run'}"]))
+    report = engine.run(load_config(path, [f"run_dir={tmp_path / 'run'}"]))
     assert report["task"] == "document" and report["answer_source"] == "majority"
     assert len(report["anchors"]["pseudo_label_accuracy"]) == 3
     steps = [m for m in read_metrics(tmp_path / "run" / "metrics.jsonl") if m["stage"] == "proposer_solver"]

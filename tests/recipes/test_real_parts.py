@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import transformers
 
-from nash_jax import recipes
+from nash_jax import engine
 from nash_jax.config import load_config
 from nash_jax import runs
 from tests.judges.tiny_pairrm import pairrm_dir  # noqa: F401  (the fixture)
@@ -38,7 +38,7 @@ def test_preset_runs_on_an_hf_model_a_parquet_file_and_pairrm(tmp_path, pairrm_d
         "judge.batch_size=8", "sampling.num_samples=3", "sampling.max_new_tokens=6",
         "sampling.prompts_per_batch=8", "train.batch_size=16", "train.micro_batches=2",
         "train.checkpoint_every=2", "sppo.iterations=1", "eval.prompts=8", "eval.samples_per_prompt=1"])
-    report = recipes.run(config)
+    report = engine.run(config)
 
     judgments = np.asarray(runs.read_table(tmp_path / "run" / "iter_0" / "judgments.parquet")["matrix"])
     pref = judgments.reshape(-1, 3, 3)

@@ -63,7 +63,7 @@ def test_a_recipe_defined_outside_the_package_runs_checkpoints_and_resumes(toy_c
 def test_registering_a_section_or_objective_twice_is_refused():
     from dataclasses import dataclass
 
-    from nash_jax.recipes import Recipe, register
+    from nash_jax.engine import Recipe, register
     from nash_jax.train import Objective, objectives
     from tests.recipes import toy_recipe
 

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from nash_jax import recipes
+from nash_jax import engine
 from nash_jax.cli import main
 from nash_jax.config import load_config
 from nash_jax.evaluation.tables import find_cycles, win_rate_table
@@ -52,7 +52,7 @@ def test_demo_in_a_smaller_setting_writes_the_report(tmp_path, capsys):
                                      "saturation_threshold": 0.5,
                                      "verifier": "tests.recipes.verifiers:witty_first"})
     run_dir = tmp_path / "run"
-    report = recipes.run(load_config(config_path, [f"run_dir={run_dir}"]))
+    report = engine.run(load_config(config_path, [f"run_dir={run_dir}"]))
     for name in ("report.json", "report.md", "win_rates.png", "iterates.png", "loss.png"):
         assert (run_dir / name).stat().st_size > 0, name
     saved = json.loads((run_dir / "report.json").read_text())

@@ -8,8 +8,8 @@ import pytest
 import torch
 import transformers
 
-from nash_jax import recipes, runs
-from nash_jax.setup import components
+from nash_jax import engine, runs
+from nash_jax.engine import judging
 from nash_jax.cli import main
 from nash_jax.config import load_config
 from nash_jax.judges.simple import CallableJudge
@@ -28,7 +28,7 @@ def finished_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sppo")
     config_path = small_config(tmp)
     config = load_config(config_path, [f"run_dir={tmp / 'run'}"])
-    report = recipes.run(config)
+    report = engine.run(config)
     return config_path, tmp / "run", report
 
 
@@ -87,16 +87,16 @@ def test_runs_killed_during_each_stage_resume_to_identical_parameters(finished_r
 
 def test_a_judge_returning_nan_stops_with_a_clear_message_and_loses_no_work(tmp_path, monkeypatch):
     config = load_config(small_config(tmp_path), [f"run_dir={tmp_path / 'run'}", "sppo.iterations=1"])
-    real_make_judge = components.make_judge
-    monkeypatch.setattr(components, "make_judge", lambda *a, **k: CallableJudge(lambda p, x, y: float("nan")))
+    real_make_judge = judging.make_judge
+    monkeypatch.setattr(judging, "make_judge", lambda *a, **k: CallableJudge(lambda p, x, y: float("nan")))
     with pytest.raises(ValueError, match=r"judging iteration 0 \(.*samples.parquet\), prompts 0-15: "
                                          r"CallableJudge returned, for prompt 0: P\[0,1\]=nan"):
-        recipes.run(config)
+        engine.run(config)
     run = RunDir(tmp_path / "run")
     assert run.done("iter_0/generate") and not run.done("iter_0/judge")
     generated_at = run.manifest["stages"]["iter_0/generate"]["finished_at"]
-    monkeypatch.setattr(components, "make_judge", real_make_judge)
-    recipes.run(config)
+    monkeypatch.setattr(judging, "make_judge", real_make_judge)
+    engine.run(config)
     run = RunDir(tmp_path / "run")
     assert run.manifest["stages"]["iter_0/generate"]["finished_at"] == generated_at  # not redone
     assert run.done("iter_0/train")
@@ -140,7 +140,7 @@ def test_pairwise_baselines_run_from_the_same_recipe(tmp_path):
     """sppo.loss=dpo trains on (winner, loser) pairs anchored to π_t; the anchor equals π_t at step 1."""
     config = load_config(small_config(tmp_path), [f"run_dir={tmp_path / 'run'}", "sppo.iterations=1",
                                                   "sppo.loss=dpo", "sppo.beta=0.1"])
-    recipes.run(config)
+    engine.run(config)
     examples = runs.read_table(tmp_path / "run" / "iter_0" / "examples.parquet")
     assert {"chosen_ids", "rejected_ids", "anchor_logp"} <= set(examples)
     steps = [m for m in read_metrics(tmp_path / "run" / "metrics.jsonl") if m["stage"] == "iter_0"]

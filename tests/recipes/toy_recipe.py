@@ -11,12 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from nash_jax import data, runs
-from nash_jax.setup import components
+from nash_jax.engine import policy_files, prompt_sets
 from nash_jax.judges.base import RewardModel
-from nash_jax.recipes import Recipe, iterates_report, register
-from nash_jax.recipes.loop import train_loop
-from nash_jax.setup.components import optimizer_config
-from nash_jax.recipes.preparation import prepare
+from nash_jax.engine import Recipe, register
+from nash_jax.engine import iterates_report
+from nash_jax.engine.loop import train_loop
+from nash_jax.engine.policy_files import optimizer_config
+from nash_jax.engine.preparation import prepare
 from nash_jax.rollout.batches import token_batch
 from nash_jax.rollout.sampling import eos_ids_of, generate, pad_id_of
 from nash_jax.tasks import synthetic
@@ -59,10 +60,10 @@ def run_toy(config, run):
                                              batch_sizes={"toy_reinforce.prompts_per_step": toy.prompts_per_step})
     reward = StyleReward(toy.style)
     if not run.done(STAGE):
-        ids, kept, _ = components.encode_prompts(config.data, tokenizer, splits.iterations[0], "toy prompts")
+        ids, kept, _ = prompt_sets.encode_prompts(config.data, tokenizer, splits.iterations[0], "toy prompts")
         texts = [splits.iterations[0][i] for i in kept]
-        initial_dir = components.initial_policy_dir(config.model.path, run)
-        initial = components.load_policy(initial_dir, config.model, mesh)
+        initial_dir = policy_files.initial_policy_dir(config.model.path, run)
+        initial = policy_files.load_policy(initial_dir, config.model, mesh)
         tx, schedule = make_optimizer(optimizer_config(config.train.optimizer, toy.steps))
         model_def, state, shardings = init_train_state(initial, tx, mesh=mesh, seed=config.seed)
         step_fn = make_step("toy_reinforce", model_def, tx, schedule, shardings, mesh)
@@ -88,12 +89,12 @@ def run_toy(config, run):
         state, extra = train_loop(run, STAGE, state=state, total=toy.steps, work=work, batches=batches,
                                   extra={"baseline": jnp.float32(0.0)},
                                   checkpoint_every=config.train.checkpoint_every)
-        components.export_policy(model_def.merge(state.params), run / "iter_0" / "policy",
-                                 components.tokenizer_source(config.model, run))
+        policy_files.export_policy(model_def.merge(state.params), run / "iter_0" / "policy",
+                                 policy_files.tokenizer_source(config.model, run))
         run.finish(STAGE, ["iter_0/policy"], baseline=float(extra["baseline"]))
     metrics = runs.read_metrics(run / "metrics.jsonl")
     return iterates_report.evaluate_and_write(
-        config, run, iterates=[("pi_0", components.initial_policy_dir(config.model.path, run)),
+        config, run, iterates=[("pi_0", policy_files.initial_policy_dir(config.model.path, run)),
                                ("pi_1", run / "iter_0" / "policy")],
         eval_prompts=splits.eval, tokenizer=tokenizer, judge=judge, mesh=mesh,
         iterations=[{"iteration": 0, **iterates_report.loss_curve(metrics, STAGE)}])

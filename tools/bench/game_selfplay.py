@@ -27,11 +27,10 @@ from common import emit, timings  # noqa: E402
 from nash_jax import parallel, runs  # noqa: E402
 from nash_jax.config import load_config  # noqa: E402
 from nash_jax.recipes import game_selfplay as recipe  # noqa: E402
-from nash_jax.recipes.online import start  # noqa: E402
+from nash_jax.engine.learner import start  # noqa: E402
 from nash_jax.rollout.sampling import pad_id_of  # noqa: E402
 from nash_jax.runs import RunDir  # noqa: E402
 from nash_jax.selfplay import games as games_lib  # noqa: E402
-from nash_jax.setup import components  # noqa: E402
 
 
 def main():
@@ -45,8 +44,8 @@ def main():
         config = dataclasses.replace(config, imports=[])
         run = RunDir(tmp)
         (game,) = recipe.make_games(config)
-        mesh = components.make_mesh(config.mesh, config.train.micro_batches, {})
-        tokenizer = components.load_policy_tokenizer(config.model, run)
+        mesh = policy_files.make_mesh(config.mesh, config.train.micro_batches, {})
+        tokenizer = policy_files.load_policy_tokenizer(config.model, run)
         recipe.warm_start(config, run, tokenizer, [game], mesh)
         n = args.games or config.game_selfplay.games_per_step
         rounds = iter(range(10_000))
@@ -56,7 +55,7 @@ def main():
 
 def bench_play(config, run, game, tokenizer, mesh, n, rounds, args):
     """game_selfplay_play: n games batched against args.sequential_games played one at a time."""
-    model = components.load_policy(components.initial_policy_dir(config.model.path, run), config.model, mesh)
+    model = policy_files.load_policy(policy_files.initial_policy_dir(config.model.path, run), config.model, mesh)
 
     def player():
         return recipe.model_player(config, model, tokenizer, runs.stage_key(0, 0, "bench", next(rounds)),
@@ -88,8 +87,8 @@ def bench_play(config, run, game, tokenizer, mesh, n, rounds, args):
 def bench_step(config, run, game, tokenizer, mesh, n, rounds, repeats):
     """game_selfplay_step: play n games, credit them and take one update of the recipe's own step."""
     g, planned = config.game_selfplay, recipe.plan_step(config, [game])
-    online = start(config, run, mesh, initial_dir=components.initial_policy_dir(config.model.path, run),
-                   tokenizer_dir=components.tokenizer_source(config.model, run),
+    online = start(config, run, mesh, initial_dir=policy_files.initial_policy_dir(config.model.path, run),
+                   tokenizer_dir=policy_files.tokenizer_source(config.model, run),
                    objective=planned.objective, total_steps=100, **planned.hyperparameters)
     step_fn, reference = online.step_fn, online.reference_logprobs() if g.kl_coef > 0 else None
     holder = {"state": online.state, "baselines": np.zeros(2, np.float32)}

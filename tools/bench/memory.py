@@ -17,7 +17,7 @@ import numpy as np
 from common import emit
 from nash_jax import parallel
 from nash_jax.models.llama import LlamaConfig
-from nash_jax.setup.plan import abstract_batch, abstract_train_state, compiled_memory
+from nash_jax.engine.plan import abstract_batch, abstract_train_state, compiled_memory
 from nash_jax.train import OptimizerConfig, make_optimizer, make_step
 
 

@@ -24,11 +24,10 @@ from common import emit
 from nash_jax import runs
 from nash_jax.config import load_config
 from nash_jax.recipes import proposer_solver as ps
-from nash_jax.recipes.online import start
+from nash_jax.engine.learner import start
 from nash_jax.runs import RunDir
 from nash_jax.selfplay import answer_sources
-from nash_jax.setup import components
-
+from nash_jax.engine import policy_files
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = ("propose", "solve", "reward", "update")
 
@@ -56,14 +55,14 @@ def set_up(config, run):
     solve calls timed into `timer`."""
     p = config.proposer_solver
     capacity = ps.rows_per_step(p)
-    mesh = components.make_mesh(config.mesh, config.train.micro_batches, {"rows": capacity})
-    tokenizer = components.load_policy_tokenizer(config.model, run)
+    mesh = policy_files.make_mesh(config.mesh, config.train.micro_batches, {"rows": capacity})
+    tokenizer = policy_files.load_policy_tokenizer(config.model, run)
     task = ps.task_data(config, run)
     ps.warm_start(config, run, tokenizer, mesh, task)
     game = ps.Game(config, tokenizer, mesh, answer_sources.answer_source(p.answer_source, p.task.name))
     step = ps.plan_step(config)
-    online = start(config, run, mesh, initial_dir=components.initial_policy_dir(config.model.path, run),
-                   tokenizer_dir=components.tokenizer_source(config.model, run),
+    online = start(config, run, mesh, initial_dir=policy_files.initial_policy_dir(config.model.path, run),
+                   tokenizer_dir=policy_files.tokenizer_source(config.model, run),
                    objective=step.objective, total_steps=p.steps, **step.hyperparameters)
     timer = {}
     game.propose, game.solve = _timed(timer, "propose", game.propose), _timed(timer, "solve", game.solve)

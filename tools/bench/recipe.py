@@ -30,10 +30,10 @@ import transformers
 
 from common import emit, timings
 from nash_jax import data, recipes, runs
-from nash_jax.setup import components
+from nash_jax.engine import policy_files
 from nash_jax.config import load_config
 from nash_jax.parallel.padding import left_pad
-from nash_jax.setup.components import optimizer_config
+from nash_jax.engine.policy_files import optimizer_config
 from nash_jax.rollout.batches import sample_rows, token_batch
 from nash_jax.runs import RunDir, read_metrics
 from nash_jax.rollout.sampling import eos_ids_of, pad_id_of
@@ -116,7 +116,7 @@ def bench_iteration(config, case):
     prompts = runs.read_table(run_dir / "iter_0" / "prompts.parquet")["prompt_ids"]
     examples = runs.read_table(run_dir / "iter_0" / "examples.parquet")
     steps = [m for m in read_metrics(run_dir / "metrics.jsonl") if m["stage"] == "iter_0"]
-    policy_dir = components.initial_policy_dir(config.model.path, run_dir)
+    policy_dir = policy_files.initial_policy_dir(config.model.path, run_dir)
     s = config.sampling
     counts = dict(prompts=len(prompts), samples=len(prompts) * s.num_samples,
                   examples=len(examples["prompt_ids"]))
@@ -136,9 +136,9 @@ def bench_generate(config, stages, policy_dir, prompt_ids, case, **counts):
     peer_generate = time.perf_counter() - start
     ours = stages["iter_0/generate"]["seconds"]
     # the same stage once compiled: sample_rows again, in this process, on the same policy
-    mesh = components.make_mesh(config.mesh, config.train.micro_batches, {})
-    policy = components.load_policy(policy_dir, config.model, mesh)
-    tokenizer_ours = components.load_policy_tokenizer(config.model, RunDir(config.run_dir))
+    mesh = policy_files.make_mesh(config.mesh, config.train.micro_batches, {})
+    policy = policy_files.load_policy(policy_dir, config.model, mesh)
+    tokenizer_ours = policy_files.load_policy_tokenizer(config.model, RunDir(config.run_dir))
     # (a freshly loaded policy compiles again: the first call is warm-up, the second is timed)
     _, (steady,) = timings(lambda: sample_rows(
         policy, tokenizer_ours, prompt_ids, num_samples=s.num_samples, sampling=s, mesh=mesh,

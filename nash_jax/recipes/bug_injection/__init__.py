@@ -16,7 +16,7 @@ Each step, on `repositories_per_step` training repositories:
               invalid, −α when s ∈ {0, 1}, else 1 − (1 + α) s)
     advantage comparison groups: solvers within their artifact, injectors within their repository
     update    one clipped policy-gradient step (`pg`, or `pg_kl` with kl_coef) on both roles' rows,
-              through the shared online layer (recipes/online.py: its loop, checkpoints, resumption)
+              through the shared online layer (engine/learner.py: its loop, checkpoints, resumption)
 
 pytest's own JUnit report stands in for the paper's injector-written test script and parser.
 
@@ -34,7 +34,8 @@ validating, repairing, grading with one policy), rounds, credit, anchors, initia
 start), training and report.
 """
 
-from nash_jax.recipes import Recipe, preparation, register
+from nash_jax.engine import Recipe, register
+from nash_jax.engine import preparation
 from nash_jax.recipes.bug_injection.anchors import evaluate_anchors
 from nash_jax.recipes.bug_injection.config import (ANCHOR_STAGE, BUILTIN_BUG_INJECTION, DATA_STAGE, STAGE,
                                                    AnchorConfig, BugInjectionConfig, SandboxConfig, check,
@@ -45,8 +46,7 @@ from nash_jax.recipes.bug_injection.report import summary_lines, write_report
 from nash_jax.recipes.bug_injection.rounds import Round, play
 from nash_jax.recipes.bug_injection.task import TaskData, task_data
 from nash_jax.recipes.bug_injection.training import plan_step, train
-from nash_jax.setup import components
-
+from nash_jax.engine import policy_files
 __all__ = ["ANCHOR_STAGE", "BUILTIN_BUG_INJECTION", "DATA_STAGE", "STAGE", "AnchorConfig",
            "BugInjectionConfig", "Game", "Round", "SandboxConfig", "TaskData", "check",
            "evaluate_anchors", "play", "plan_step", "rows_per_step", "run_bug_injection",
@@ -58,7 +58,7 @@ def run_bug_injection(config, run):
     mesh = preparation.fitting_mesh(config, {"bug_injection rows per step (repositories_per_step × "
                                              "injectors_per_repository × (1 + solvers_per_artifact))":
                                              rows_per_step(b)})
-    tokenizer = components.load_policy_tokenizer(config.model, run)
+    tokenizer = policy_files.load_policy_tokenizer(config.model, run)
     task = task_data(config, run)
     if config.model.path == BUILTIN_BUG_INJECTION:
         warm_start(config, run, tokenizer, mesh, task)

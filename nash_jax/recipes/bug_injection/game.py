@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nash_jax import data
-from nash_jax.recipes.online import sampling_settings
+from nash_jax.engine.learner import sampling_settings
 from nash_jax.rollout.sampling import generate
 from nash_jax.selfplay import ssr_checks, ssr_prompts, ssr_repair
 from nash_jax.selfplay.ssr_artifact import parse_policy_text

@@ -5,7 +5,7 @@ repository, and the repair (the reversed bug patch) a solver writes for it."""
 import numpy as np
 
 from nash_jax import data
-from nash_jax.recipes import preparation
+from nash_jax.engine import preparation
 from nash_jax.recipes.bug_injection.game import solver_prompt
 from nash_jax.runs.keys import stage_seed
 from nash_jax.selfplay import ssr_prompts

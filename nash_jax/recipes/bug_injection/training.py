@@ -8,18 +8,16 @@ from nash_jax.recipes.bug_injection.anchors import evaluate_anchors
 from nash_jax.recipes.bug_injection.config import ANCHOR_STAGE, STAGE, rows_per_step
 from nash_jax.recipes.bug_injection.credit import learner_batch, learner_rows
 from nash_jax.recipes.bug_injection.rounds import play
-from nash_jax.recipes.online import pg_step_shape, start
+from nash_jax.engine.learner import pg_step_shape, start
 from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.runs.keys import stage_key
 from nash_jax.runs.metrics import defined_metrics
-from nash_jax.setup import components
-
-
+from nash_jax.engine import policy_files
 def train(config, run, task, game, snapshots):
     b, a = config.bug_injection, config.bug_injection.anchors
     shape = plan_step(config)
-    online = start(config, run, game.mesh, initial_dir=components.initial_policy_dir(config.model.path, run),
-                   tokenizer_dir=components.tokenizer_source(config.model, run), objective=shape.objective,
+    online = start(config, run, game.mesh, initial_dir=policy_files.initial_policy_dir(config.model.path, run),
+                   tokenizer_dir=policy_files.tokenizer_source(config.model, run), objective=shape.objective,
                    total_steps=b.steps, **shape.hyperparameters)
     model_def, step_fn = online.model_def, online.step_fn
     reference = online.reference_logprobs() if b.kl_coef > 0 else None

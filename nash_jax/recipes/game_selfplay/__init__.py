@@ -29,8 +29,9 @@ The modules, by concern: config (the section, its checks, the games, the stage n
 policy as a player, its exact metrics), training (the step and the loop) and report.
 """
 
-from nash_jax.recipes import Recipe, preparation, register
-from nash_jax.setup import components
+from nash_jax.engine import Recipe, register
+from nash_jax.engine import preparation
+from nash_jax.engine import policy_files
 from nash_jax.recipes.game_selfplay.config import (BUILTIN_GAME, EVAL_STAGE, STAGE, GameSelfPlayConfig,
                                                    check, make_games)
 from nash_jax.recipes.game_selfplay.credit import (pg_batch, trajectory_advantages, trajectory_turns,
@@ -52,7 +53,7 @@ def run_game_selfplay(config, run):
     g = config.game_selfplay
     text_games = make_games(config)
     mesh = preparation.fitting_mesh(config, {"warm_start.batch_size": config.warm_start.batch_size})
-    tokenizer = components.load_policy_tokenizer(config.model, run)
+    tokenizer = policy_files.load_policy_tokenizer(config.model, run)
     if config.model.path == BUILTIN_GAME:
         warm_start(config, run, tokenizer, text_games, mesh)
     evaluators = {t.name: e for t in text_games

@@ -5,7 +5,7 @@ import zlib
 
 import numpy as np
 
-from nash_jax.recipes import preparation
+from nash_jax.engine import preparation
 from nash_jax.runs.keys import stage_seed
 from nash_jax.selfplay import games as games_lib
 

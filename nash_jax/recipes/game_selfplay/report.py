@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from nash_jax.setup import components
+from nash_jax.engine import policy_files
 from nash_jax.runs.files import write_text_atomically
 from nash_jax.recipes.game_selfplay.config import EVAL_STAGE, STAGE
 from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player
@@ -20,7 +20,7 @@ from nash_jax.selfplay import games as games_lib
 
 
 def iterates(config, run):
-    return [("pi_0", components.initial_policy_dir(config.model.path, run))] + [
+    return [("pi_0", policy_files.initial_policy_dir(config.model.path, run))] + [
         (f"pi_{k + 1}", run / f"iter_{k}" / "policy") for k in range(config.game_selfplay.snapshots)]
 
 
@@ -32,7 +32,7 @@ def write_report(config, run, text_games, tokenizer, evaluators, mesh):
     if run.done("eval/tournament"):
         played = json.loads(tournament_path.read_text())
     else:
-        models = [components.load_policy(path, config.model, mesh) for _, path in iterates(config, run)]
+        models = [policy_files.load_policy(path, config.model, mesh) for _, path in iterates(config, run)]
         players = [(label, model_player(config, m, tokenizer,
                                         stage_key(config.seed, i, "tournament"), mesh))
                    for i, (label, m) in enumerate(zip(labels, models))]

@@ -5,13 +5,13 @@ snapshots), and a step's self-play statistics."""
 import numpy as np
 
 from nash_jax import parallel
-from nash_jax.setup import components
+from nash_jax.engine import policy_files
 from nash_jax.parallel.padding import round_up
 from nash_jax.recipes.game_selfplay.config import EVAL_STAGE, STAGE, make_games
 from nash_jax.recipes.game_selfplay.credit import (pg_batch, trajectory_advantages, trajectory_turns,
                                                    turn_rows)
 from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player, move_entropy_bonuses
-from nash_jax.recipes.online import pg_step_shape, start
+from nash_jax.engine.learner import pg_step_shape, start
 from nash_jax.runs.keys import stage_key, stage_seed
 from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.selfplay import games as games_lib
@@ -21,8 +21,8 @@ def train(config, run, text_games, tokenizer, evaluators, mesh):
     g = config.game_selfplay
     pad_id = pad_id_of(tokenizer)
     step = plan_step(config, text_games)
-    online = start(config, run, mesh, initial_dir=components.initial_policy_dir(config.model.path, run),
-                   tokenizer_dir=components.tokenizer_source(config.model, run), objective=step.objective,
+    online = start(config, run, mesh, initial_dir=policy_files.initial_policy_dir(config.model.path, run),
+                   tokenizer_dir=policy_files.tokenizer_source(config.model, run), objective=step.objective,
                    total_steps=g.steps * g.epochs, **step.hyperparameters)
     model_def, step_fn = online.model_def, online.step_fn
     reference = online.reference_logprobs() if g.kl_coef > 0 else None

@@ -11,7 +11,7 @@ et al. 2025). Each step, on `prompts_per_step` prompts:
     epochs_per_batch `pg_kl` steps         clipped policy gradient, `aggregation`, k3 KL towards π_0
                                            with weight kl_coef (its value logged at 0 too)
 
-Every `train.*` field acts through the shared online layer (recipes/online.py); a rerun of a killed
+Every `train.*` field acts through the shared online layer (engine/learner.py); a rerun of a killed
 run resumes from the latest checkpoint and ends with the same parameters. Each step's rollouts (prompt,
 response, reward, the advantage its batch carries) are kept in RUN_DIR/grpo/rollouts/step_<n>.parquet.
 The policy is exported as RUN_DIR/iter_k/policy at `snapshots` evenly spaced steps; the report compares
@@ -22,12 +22,12 @@ The modules, by concern: config (the section, its checks, the stage name), credi
 advantages, the batch), training (the step, the loop, plan_step) and report.
 """
 
-from nash_jax.recipes import Recipe, register
+from nash_jax.engine import Recipe, register
 from nash_jax.recipes.grpo.config import STAGE, GRPOConfig, check
 from nash_jax.recipes.grpo.credit import group_credit, rollout_columns, step_batch
 from nash_jax.recipes.grpo.report import HELDOUT_REWARD, summary, write_report
 from nash_jax.recipes.grpo.training import plan_step, train
-from nash_jax.recipes.preparation import prepare
+from nash_jax.engine.preparation import prepare
 
 # the names other modules, tools and tests use
 __all__ = ["HELDOUT_REWARD", "STAGE", "GRPOConfig", "check", "group_credit", "plan_step",

@@ -5,8 +5,8 @@ training curves, and the lines `nash-jax run` prints."""
 import numpy as np
 
 from nash_jax import reporting
-from nash_jax.setup import components
-from nash_jax.recipes import iterates_report
+from nash_jax.engine import policy_files
+from nash_jax.engine import iterates_report
 from nash_jax.recipes.grpo.config import STAGE
 from nash_jax.runs.metrics import read_metrics
 
@@ -14,7 +14,7 @@ HELDOUT_REWARD = "heldout_reward"
 
 
 def iterates(config, run):
-    return [("pi_0", components.initial_policy_dir(config.model.path, run))] + [
+    return [("pi_0", policy_files.initial_policy_dir(config.model.path, run))] + [
         (f"pi_{k + 1}", run / f"iter_{k}" / "policy") for k in range(config.grpo.snapshots)]
 
 

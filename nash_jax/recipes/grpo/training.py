@@ -5,12 +5,12 @@ snapshots; `plan_step`, what `nash-jax plan` sizes."""
 import numpy as np
 
 from nash_jax import data, runs
-from nash_jax.setup import components
+from nash_jax.engine import policy_files, prompt_sets
 from nash_jax.parallel.padding import round_up
-from nash_jax.setup.plan import StepShape
+from nash_jax.engine.plan import StepShape
 from nash_jax.recipes.grpo.config import STAGE
 from nash_jax.recipes.grpo.credit import group_credit, rollout_columns, step_batch
-from nash_jax.recipes.online import sampling_settings, start
+from nash_jax.engine.learner import sampling_settings, start
 from nash_jax.runs.keys import stage_key, stage_seed
 from nash_jax.rollout.sampling import generate, pad_id_of
 
@@ -19,13 +19,13 @@ def train(config, run, prompts, tokenizer, reward, mesh):
     """The training stage: grpo.steps updates on batches of `prompts` (texts), snapshots exported as
     RUN_DIR/iter_k/policy. reward: the run's judge, a RewardJudge (its `rewards`)."""
     g = config.grpo
-    ids, kept, _ = components.encode_prompts(config.data, tokenizer, prompts, "training prompts")
+    ids, kept, _ = prompt_sets.encode_prompts(config.data, tokenizer, prompts, "training prompts")
     if len(ids) < g.prompts_per_step:
         raise ValueError(f"{len(ids)} training prompts make no batch of grpo.prompts_per_step="
                          f"{g.prompts_per_step}; lower it or add prompts")
     shape = plan_step(config)
-    online = start(config, run, mesh, initial_dir=components.initial_policy_dir(config.model.path, run),
-                   tokenizer_dir=components.tokenizer_source(config.model, run), objective=shape.objective,
+    online = start(config, run, mesh, initial_dir=policy_files.initial_policy_dir(config.model.path, run),
+                   tokenizer_dir=policy_files.tokenizer_source(config.model, run), objective=shape.objective,
                    total_steps=g.steps * g.epochs_per_batch, **shape.hyperparameters)
     reference = online.reference_logprobs()
     step_fn, pad_id = online.step_fn, pad_id_of(tokenizer)

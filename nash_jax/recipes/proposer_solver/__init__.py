@@ -36,8 +36,9 @@ episodes), credit (advantages, the rows trained on, the batch), training (the st
 anchors, initial_policy (the tokenizer and the warm start) and report.
 """
 
-from nash_jax.recipes import Recipe, preparation, register
-from nash_jax.setup import components
+from nash_jax.engine import Recipe, register
+from nash_jax.engine import preparation
+from nash_jax.engine import policy_files
 from nash_jax.recipes.proposer_solver.anchors import EMBED_DIM, embed, evaluate_anchors
 from nash_jax.recipes.proposer_solver.config import (ANCHOR_STAGE, BUILTIN_PROPOSER_SOLVER, STAGE,
                                                      AnchorConfig, ProposerSolverConfig, TaskConfig,
@@ -64,7 +65,7 @@ def run_proposer_solver(config, run):
     mesh = preparation.fitting_mesh(config, {"proposer_solver rows per step (sources_per_step × "
                                              "proposals_per_source × (1 + solvers_per_problem))":
                                              rows_per_step(ps)})
-    tokenizer = components.load_policy_tokenizer(config.model, run)
+    tokenizer = policy_files.load_policy_tokenizer(config.model, run)
     task = task_data(config, run)
     source = answer_sources.answer_source(ps.answer_source, ps.task.name)
     if config.model.path == BUILTIN_PROPOSER_SOLVER:

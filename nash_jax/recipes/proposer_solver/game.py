@@ -7,7 +7,7 @@ import numpy as np
 
 from nash_jax import data
 from nash_jax.core import advantages as adv
-from nash_jax.recipes.online import sampling_settings
+from nash_jax.engine.learner import sampling_settings
 from nash_jax.rollout.sampling import generate
 from nash_jax.selfplay import answer_sources
 

@@ -4,7 +4,7 @@ of both roles (stage `init`)."""
 import numpy as np
 
 from nash_jax import data
-from nash_jax.recipes import preparation
+from nash_jax.engine import preparation
 from nash_jax.recipes.proposer_solver.task import heldout_texts
 from nash_jax.runs.keys import stage_seed
 from nash_jax.selfplay import answer_sources, arithmetic, documents, vocabulary

@@ -3,7 +3,7 @@ and against each other's problems, its plots, its markdown, and the lines `nash-
 
 import numpy as np
 
-from nash_jax.setup import components
+from nash_jax.engine import policy_files
 from nash_jax.recipes.proposer_solver.config import ANCHOR_STAGE, STAGE
 from nash_jax.recipes.proposer_solver.task import heldout_texts
 from nash_jax.reporting import writer
@@ -17,11 +17,11 @@ def snapshot_table(config, run, task, game, snapshots):
     ps = config.proposer_solver
     labels = ["step_0"] + [f"step_{(k + 1) * ps.steps // ps.anchors.snapshots}"
                            for k in range(len(snapshots))]
-    paths = [components.initial_policy_dir(config.model.path, run), *snapshots]
+    paths = [policy_files.initial_policy_dir(config.model.path, run), *snapshots]
     held = heldout_texts(task)
     problems, accuracy = [], []
     for path in paths:
-        model = components.load_policy(path, config.model, game.mesh)
+        model = policy_files.load_policy(path, config.model, game.mesh)
         _, _, texts = game.propose(model, task.anchor_sources, ps.anchors.proposals_per_source,
                                    stage_key(config.seed, 0, "snapshot_propose"))
         mine = {}
@@ -33,7 +33,7 @@ def snapshot_table(config, run, task, game, snapshots):
         problems.append(sorted(mine.items()))
     key = stage_key(config.seed, 0, "snapshot_solve")
     for path in paths:
-        model = components.load_policy(path, config.model, game.mesh)
+        model = policy_files.load_policy(path, config.model, game.mesh)
         held_out, *vs = game.accuracies(model, [task.heldout, *problems], key,
                                         f"snapshot table, solver {path}")
         accuracy.append({"heldout": held_out, "vs": vs})

@@ -5,8 +5,8 @@ anchors every `anchors.eval_every` steps, solver snapshots)."""
 import jax.numpy as jnp
 import numpy as np
 
-from nash_jax.setup import components
-from nash_jax.recipes.online import copy, pg_step_shape, start
+from nash_jax.engine import policy_files
+from nash_jax.engine.learner import copy, pg_step_shape, start
 from nash_jax.recipes.proposer_solver.anchors import EMBED_DIM, evaluate_anchors
 from nash_jax.recipes.proposer_solver.config import ANCHOR_STAGE, STAGE, rows_per_step
 from nash_jax.recipes.proposer_solver.credit import learner_batch, learner_rows
@@ -20,8 +20,8 @@ from nash_jax.rollout.sampling import pad_id_of
 def train(config, run, task, game, snapshots):
     ps, a = config.proposer_solver, config.proposer_solver.anchors
     step = plan_step(config)
-    online = start(config, run, game.mesh, initial_dir=components.initial_policy_dir(config.model.path, run),
-                   tokenizer_dir=components.tokenizer_source(config.model, run), objective=step.objective,
+    online = start(config, run, game.mesh, initial_dir=policy_files.initial_policy_dir(config.model.path, run),
+                   tokenizer_dir=policy_files.tokenizer_source(config.model, run), objective=step.objective,
                    total_steps=ps.steps, **step.hyperparameters)
     model_def, step_fn = online.model_def, online.step_fn
     reference = online.reference_logprobs() if ps.kl_coef > 0 else None

@@ -44,8 +44,7 @@ from nash_jax.evaluation.tables import find_cycles, judged_matrices, win_rate_ta
 from nash_jax.reporting.iterates_text import STANDARD_PER_ITERATE, draw_plots, markdown
 from nash_jax.reporting.writer import write_report
 from nash_jax.rollout.batches import sample_rows, sequence_logprobs
-from nash_jax.setup import components
-
+from nash_jax.engine import judging, policy_files, prompt_sets
 AVERAGE_LABEL = "pi_avg"
 
 
@@ -59,10 +58,10 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
     where its task has them (the synthetic task's exploitability); response_metrics(prompts,
     responses [B][M]) -> {name: value}: figures of an iterate's held-out samples (a scalar-reward
     recipe's mean reward), in each per-iterate entry and, π_0 first, as lists at the top level."""
-    ids, kept, _ = components.encode_prompts(config.data, tokenizer, eval_prompts, "evaluation prompts")
+    ids, kept, _ = prompt_sets.encode_prompts(config.data, tokenizer, eval_prompts, "evaluation prompts")
     prompts = [eval_prompts[i] for i in kept]
     # π_0, loaded at most once, and only if some iterate's samples still need scoring under it
-    initial_model = functools.cache(lambda: components.load_policy(iterates[0][1], config.model, mesh))
+    initial_model = functools.cache(lambda: policy_files.load_policy(iterates[0][1], config.model, mesh))
     sample = functools.partial(eval_samples, initial_model=initial_model, policy_metrics=policy_metrics)
     samples = [sample(config, run, i, path, ids, tokenizer, mesh) for i, (_, path) in enumerate(iterates)]
     labels = [label for label, _ in iterates]
@@ -83,7 +82,7 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
     controlled = length_controlled_table(judged, np.array([s["lengths"] for s in samples]))
     second = None
     if config.eval.second_judge is not None:
-        second_judge = components.make_judge(config.eval.second_judge, mesh, "eval.second_judge")
+        second_judge = judging.make_judge(config.eval.second_judge, mesh, "eval.second_judge")
         second = win_rate_table(second_judge, prompts, responses,
                                 config.eval.second_judge.prompts_per_call).tolist()
     metrics = runs.read_metrics(run / "metrics.jsonl")
@@ -110,7 +109,7 @@ def add_heldout_accuracy(config, run, policies, samples, prompts, ids, tokenizer
     metrics; the rows of all of them joined in RUN_DIR/eval/heldout.jsonl."""
     for i, (label, path) in enumerate(policies):
         samples[i]["exact"] = samples[i]["exact"] | heldout.verify(
-            run, label, functools.partial(components.load_policy, path, config.model, mesh),
+            run, label, functools.partial(policy_files.load_policy, path, config.model, mesh),
             prompts, ids, tokenizer, mesh, verifier=config.eval.verifier, sampling=config.sampling,
             max_new_tokens=config.eval.max_new_tokens, seed=config.seed)
     heldout.write_all(run, [label for label, _ in policies])
@@ -214,7 +213,7 @@ def average_iterate(config, run, iterates, mesh, tokenizer):
     if not run.done(stage):
         average_policies([p for _, p in iterates], path, mesh=mesh, dtype=config.model.dtype,
                          param_dtype=config.model.param_dtype,
-                         tokenizer_dir=components.tokenizer_source(config.model, run))
+                         tokenizer_dir=policy_files.tokenizer_source(config.model, run))
         run.finish(stage, [str(path.relative_to(run.path))], of=[label for label, _ in iterates])
     return path
 
@@ -225,7 +224,7 @@ def rerank_judge(config, judge, mesh):
     if config.eval.rerank_judge is None:
         return judge, ""
     digest = hashlib.sha256(repr(config.eval.rerank_judge).encode()).hexdigest()[:8]
-    return (components.make_judge(config.eval.rerank_judge, mesh, "eval.rerank_judge"),
+    return (judging.make_judge(config.eval.rerank_judge, mesh, "eval.rerank_judge"),
             f"_by_{config.eval.rerank_judge.kind}_{digest}")
 
 
@@ -239,7 +238,7 @@ def reranked_samples(config, run, index, policy_path, prompt_ids, prompts, token
     stage, path = f"eval/{name}", run / "eval" / f"{name}.parquet"
     if run.done(stage):
         return runs.read_table(path) | {"exact": {}}
-    model = components.load_policy(policy_path, config.model, mesh)
+    model = policy_files.load_policy(policy_path, config.model, mesh)
     columns = sample_rows(
         model, tokenizer, prompt_ids, num_samples=config.eval.samples_per_prompt * n,
         sampling=config.sampling, mesh=mesh, desc=f"eval best-of-{n}",
@@ -261,7 +260,7 @@ def eval_samples(config, run, index, policy_path, prompt_ids, tokenizer, mesh, *
     stage, path = f"eval/samples_{name}", run / "eval" / f"samples_{name}.parquet"
     if run.done(stage):
         return runs.read_table(path) | {"exact": run.info(stage)}
-    model = components.load_policy(policy_path, config.model, mesh)
+    model = policy_files.load_policy(policy_path, config.model, mesh)
     columns = sample_rows(
         model, tokenizer, prompt_ids, num_samples=config.eval.samples_per_prompt, sampling=config.sampling,
         mesh=mesh, desc=f"eval pi_{index}", max_new_tokens=config.eval.max_new_tokens,

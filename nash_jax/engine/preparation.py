@@ -4,14 +4,14 @@ and, on the synthetic task, the initial policy π_0 warm-started by a short supe
 import numpy as np
 from flax import nnx
 
-from nash_jax.setup import components
+from nash_jax.engine import judging, policy_files, prompt_sets
 from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.models.llama import Llama, LlamaConfig
 from nash_jax.rollout.batches import token_batch
 from nash_jax.runs import stage_seed
 from nash_jax.rollout.sampling import pad_id_of
-from nash_jax.recipes import planning
-from nash_jax.recipes.loop import fit_rows
+from nash_jax.engine import planning
+from nash_jax.engine.loop import fit_rows
 from nash_jax.tasks import synthetic
 from nash_jax.train import OptimizerConfig
 
@@ -22,19 +22,19 @@ def prepare(config, run, *, batch_sizes, prompt_blocks=1):
     batch_sizes: {config key: examples per step} that must divide over the mesh; prompt_blocks: how
     many disjoint training blocks the prompts are split into (besides the held-out ones)."""
     mesh = fitting_mesh(config, batch_sizes)
-    tokenizer = components.load_policy_tokenizer(config.model, run)
-    splits = components.prompt_splits(config.data, run, eval_prompts=config.eval.prompts, seed=config.seed,
+    tokenizer = policy_files.load_policy_tokenizer(config.model, run)
+    splits = prompt_sets.prompt_splits(config.data, run, eval_prompts=config.eval.prompts, seed=config.seed,
                                       blocks=prompt_blocks)
-    judge = components.make_judge(config.judge, mesh)
+    judge = judging.make_judge(config.judge, mesh)
     if config.model.path == BUILTIN_SYNTHETIC:
         warm_start(config, run, tokenizer, mesh)
     return mesh, tokenizer, splits, judge
 
 
 def fitting_mesh(config, batch_sizes):
-    """The config's mesh (components.make_mesh), after checking that the recipe's step can fit its
+    """The config's mesh (policy_files.make_mesh), after checking that the recipe's step can fit its
     devices: a run that cannot stops here, in seconds, before any weights are read or fitted."""
-    mesh = components.make_mesh(config.mesh, config.train.micro_batches, batch_sizes)
+    mesh = policy_files.make_mesh(config.mesh, config.train.micro_batches, batch_sizes)
     planning.check_before_loading(config, mesh)
     return mesh
 
@@ -47,7 +47,7 @@ def warm_start(config, run, tokenizer, mesh):
     model = tiny_llama(config, tokenizer)
     rng = np.random.default_rng(stage_seed(config.seed, 0, "warm_start"))
     prompts = synthetic.prompt_texts(w.steps * w.batch_size, seed=rng.integers(1 << 31))
-    prompt_ids, _, _ = components.encode_prompts(config.data, tokenizer, prompts, "warm-start prompts",
+    prompt_ids, _, _ = prompt_sets.encode_prompts(config.data, tokenizer, prompts, "warm-start prompts",
                                                  too_long="truncate_left")
     demonstrations = [(p, synthetic.demonstration(text, rng)) for p, text in zip(prompt_ids, prompts)]
     fit_demonstrations(config, run, model, demonstrations, tokenizer, synthetic.TOKENIZER_DIR, mesh)
@@ -79,5 +79,5 @@ def fit_demonstrations(config, run, model, demonstrations, tokenizer, tokenizer_
     model = fit_rows(run, "init", model, rows, objective="sft", to_batch=to_batch, optimizer=optimizer,
                      batch_size=w.batch_size, epochs=1, seed=stage_seed(config.seed, 0, "warm_start"),
                      checkpoint_every=config.train.checkpoint_every, mesh=mesh)
-    components.export_policy(model, run / "init" / "policy", tokenizer_dir)
+    policy_files.export_policy(model, run / "init" / "policy", tokenizer_dir)
     run.finish("init", ["init/policy"], examples=len(rows))

@@ -3,16 +3,16 @@ or the offline step of prompt + response), the policy's shape (a model directory
 built-in task's warm-start model), the optimiser, the mesh and the `train.*` fields that change memory.
 `nash-jax plan` and the check before a run loads weights both size what this returns."""
 
-from nash_jax import recipes
+from nash_jax import engine
 from nash_jax.parallel.padding import bucket_size
-from nash_jax.setup import plan as planner
-from nash_jax.setup.components import optimizer_config
+from nash_jax.engine import plan as planner
+from nash_jax.engine.policy_files import optimizer_config
 from nash_jax.tasks import builtin_models
 
 
 def plan_inputs(config, shape=None):
     """The PlanInputs of `config`'s training step; `shape`: a preset's name (`--shape`)."""
-    recipe = recipes.get(config.recipe)
+    recipe = engine.get(config.recipe)
     builtin = builtin_models.get(config.model.path) if config.model.path in recipe.builtin_models else None
     llama, source = planner.model_config(
         config.model, shape, warm_start=config.warm_start,

@@ -22,7 +22,7 @@ for a remat model compiled by XLA:CPU: its schedule keeps every layer's activati
 remat (measured), so there the compiled figure is an upper bound and the analytic total decides.
 
 The sampler's KV cache and the judge are not counted: this plans the training step. What it sizes
-comes as a PlanInputs (shapes, optimiser, mesh sizes, micro-batches), which recipes/planning.py
+comes as a PlanInputs (shapes, optimiser, mesh sizes, micro-batches), which engine/planning.py
 unpacks from a run config; nothing here reads one.
 """
 
@@ -94,7 +94,7 @@ def model_config(model, shape=None, *, warm_start=None, builtin_tokenizer=None):
         values = dict(model_type="llama", vocab_size=len(tokenizer),
                       hidden_size=w.hidden_size, intermediate_size=2 * w.hidden_size,
                       num_hidden_layers=w.num_layers, num_attention_heads=4, num_key_value_heads=2,
-                      head_dim=w.hidden_size // 4)  # as recipes.preparation.tiny_llama builds it
+                      head_dim=w.hidden_size // 4)  # as engine.preparation.tiny_llama builds it
         source = f"the warm-start model of {m.path}"
     elif (Path(m.path) / "config.json").is_file():
         values, source = hf.read_config(m.path), str(Path(m.path) / "config.json")
@@ -134,7 +134,7 @@ class StepShape:
 @dataclasses.dataclass(frozen=True)
 class PlanInputs:
     """Everything the planner sizes, unpacked from a run config by the recipes layer
-    (recipes/planning.py), so that nothing here reads a run config."""
+    (engine/planning.py), so that nothing here reads a run config."""
     llama: LlamaConfig  # the policy's shape, dtypes and remat
     source: str  # where that shape came from (a config.json, a preset, a built-in task)
     optimizer: OptimizerConfig
@@ -384,7 +384,7 @@ def to_json(result):
 
 def check_before_loading(inputs, devices, memory):
     """Refuse, in seconds, a run whose parameters, optimiser state and gradients alone cannot fit
-    `memory` bytes per device on a mesh of `devices` devices (recipes/planning.py finds the memory:
+    `memory` bytes per device on a mesh of `devices` devices (engine/planning.py finds the memory:
     mesh.device_memory, or what the device reports; on CPU neither says, and nothing is checked). The
     activation estimate only warns: the compiled step decides (`nash-jax plan`)."""
     result = plan(inputs, devices=devices, device_memory=memory, compile_step=False)

@@ -16,10 +16,10 @@ import numpy as np
 
 from nash_jax import parallel
 from nash_jax.parallel.padding import round_up
-from nash_jax.setup import components
-from nash_jax.recipes.loop import train_loop
-from nash_jax.setup.components import optimizer_config
-from nash_jax.setup.plan import StepShape
+from nash_jax.engine import policy_files
+from nash_jax.engine.loop import train_loop
+from nash_jax.engine.policy_files import optimizer_config
+from nash_jax.engine.plan import StepShape
 from nash_jax.rollout.sampling import eos_ids_of, pad_id_of
 from nash_jax.train import init_train_state, make_optimizer, make_step
 from nash_jax.train.steps import token_logprobs
@@ -38,7 +38,7 @@ class OnlineTraining:
 
     def export(self, params, directory):
         """Write the policy with `params` as a Hugging Face directory (a snapshot)."""
-        components.export_policy(self.model_def.merge(params), directory, self.tokenizer_dir)
+        policy_files.export_policy(self.model_def.merge(params), directory, self.tokenizer_dir)
 
     def reference_logprobs(self):
         """batch -> ref_logp [N, T] under π_0 at the sampling temperature (the `pg_kl` objective's KL
@@ -59,7 +59,7 @@ def start(config, run, mesh, *, initial_dir, tokenizer_dir, objective, total_ste
     """Load π_0 from `initial_dir` and build the train state and the step of `objective` (its
     hyperparameters as keywords) with an optimiser scheduled over `total_steps` updates. `mesh` comes
     from preparation.fitting_mesh, which has checked that the step fits its devices."""
-    initial = components.load_policy(initial_dir, config.model, mesh)
+    initial = policy_files.load_policy(initial_dir, config.model, mesh)
     tx, schedule = make_optimizer(optimizer_config(config.train.optimizer, total_steps))
     model_def, state, shardings = init_train_state(initial, tx, mesh=mesh, seed=config.seed)
     step_fn = make_step(objective, model_def, tx, schedule, shardings, mesh,

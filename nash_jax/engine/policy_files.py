@@ -1,0 +1,64 @@
+"""The policy a run config's `model` section names: where π_0's weights and tokenizer are (a model
+directory or a built-in task's warm start), loading it onto the mesh, the mesh itself, the optimiser."""
+
+from pathlib import Path
+
+from nash_jax import parallel
+from nash_jax.models import hf
+from nash_jax.models.export import export_policy  # noqa: F401  (policy files out, beside those in)
+from nash_jax.models.tokenizer import load_tokenizer
+from nash_jax.tasks import builtin_models
+from nash_jax.train import OptimizerConfig
+
+
+def make_mesh(mesh, micro_batches, batch_sizes):
+    """The mesh of a run's `mesh` section, after checking that each of `batch_sizes` ({config key:
+    examples per step}) divides into `micro_batches` (train.micro_batches) over it (before any work
+    starts)."""
+    made = parallel.make_mesh(mesh.data, mesh.fsdp, mesh.tensor)
+    shards = parallel.data_shards(made)
+    for key, size in batch_sizes.items():
+        if size % parallel.batch_multiple(made, micro_batches):
+            raise ValueError(f"{key}={size} does not split into train.micro_batches="
+                             f"{micro_batches} micro-batches over the mesh's data × fsdp = "
+                             f"{shards} devices; expected a multiple of {micro_batches * shards}")
+    return made
+
+
+
+def initial_policy_dir(model_path, run):
+    """π_0's HF directory: model.path `model_path`, or a built-in model's warm start in the run."""
+    if (warm := builtin_models.initial_dir(model_path, run)) is not None:
+        return warm
+    path = Path(model_path)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"model.path={path}: no config.json there; expected a local Hugging "
+                                "Face model directory (config.json + safetensors)")
+    return path
+
+
+def tokenizer_source(model, run):
+    """Where the policy of the `model` section keeps its tokenizer: model.tokenizer, a built-in
+    model's, or the model's own."""
+    if model.tokenizer:
+        return model.tokenizer
+    builtin = builtin_models.get(model.path)
+    return builtin.tokenizer_dir if builtin else initial_policy_dir(model.path, run)
+
+
+def load_policy(path, model, mesh):
+    """The policy at `path` on `mesh`, with the dtypes, remat and attention of the `model` section."""
+    return hf.load_pretrained(path, mesh=mesh, dtype=model.dtype, param_dtype=model.param_dtype,
+                              remat=model.remat, attention=model.attention)
+
+
+def load_policy_tokenizer(model, run):
+    return load_tokenizer(tokenizer_source(model, run))
+
+
+def optimizer_config(optimizer, total_steps, **overrides):
+    """The OptimizerConfig of a run's train.optimizer section `optimizer`."""
+    o = optimizer
+    return OptimizerConfig(**{**dict(name=o.name, learning_rate=o.learning_rate, schedule=o.schedule,
+                                     warmup_ratio=o.warmup_ratio, weight_decay=o.weight_decay,
+                                     clip_norm=o.clip_norm), "total_steps": total_steps, **overrides})

@@ -1,0 +1,35 @@
+"""A run's prompts: the held-out and training splits of the `data` section's set, and their token ids."""
+
+import hashlib
+import json
+
+from nash_jax import data, parallel, runs, tasks
+
+
+def prompt_splits(prompts, run, *, eval_prompts, seed, blocks=1):
+    """The held-out prompts (`eval_prompts` of them: eval.prompts) and `blocks` disjoint training
+    blocks of the `prompts` section's set (data.split_prompts). A built-in prompt set
+    (tasks.BUILTIN_PROMPTS) is written to RUN_DIR/data/prompts.jsonl first, and read back through
+    `datasets` like any other."""
+    path = prompts.path
+    if path in tasks.BUILTIN_PROMPTS:
+        path = run / "data" / "prompts.jsonl"
+        if not path.is_file():
+            texts = tasks.builtin_prompt_texts(prompts.path, prompts.builtin_prompts, seed)
+            runs.write_text_atomically(path, "".join(json.dumps({"prompt": p}) + "\n"
+                                                            for p in texts))
+        parallel.barrier("built-in prompts")
+    texts = data.load_prompt_texts(path, prompts.prompt_column, prompts.split)
+    digest = hashlib.sha256(json.dumps(texts).encode()).hexdigest()
+    run.check_fingerprint("prompts", digest, source=f"data.path={path}")
+    return data.split_prompts(texts, iterations=blocks, eval_prompts=eval_prompts,
+                              per_iteration=prompts.prompts_per_iteration,
+                              shuffle=prompts.shuffle, seed=seed)
+
+
+def encode_prompts(prompts, tokenizer, texts, where, too_long=None):
+    """data.encode_prompts with the chat template's system prompt, length limit and (unless given)
+    policy of the `prompts` section (data)."""
+    return data.encode_prompts(tokenizer, texts, max_tokens=prompts.max_prompt_tokens,
+                               too_long=too_long or prompts.too_long,
+                               system=prompts.system_prompt, where=where)
