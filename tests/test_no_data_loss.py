@@ -136,7 +136,7 @@ def test_a_command_that_does_not_apply_to_the_recipe_is_refused_and_touches_noth
 
     run_dir = saved_run(tmp_path, REPO / "configs" / "kuhn_demo.yaml")
     before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
-    monkeypatch.setattr(recipes, "run", lambda config: pytest.fail("the recipe ran"))
+    monkeypatch.setattr(engine, "run", lambda config: pytest.fail("the recipe ran"))
     assert main([command[0], str(run_dir), *command[1:]]) == 2
     err = capsys.readouterr().err
     assert f"nash-jax {command[0]} does not apply to a game_selfplay run (its report reads no eval." in err

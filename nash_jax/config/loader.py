@@ -11,7 +11,8 @@ from typing import Literal
 import yaml
 
 from nash_jax.config.domains import check_choice
-from nash_jax.config.recipes import discover_recipes, recipe_names, run_config_type, section_names
+from nash_jax.config.recipes import (check_reads, check_sections, discover_recipes, recipe_names, run_config_type,
+                                     section_names)
 from nash_jax.config.yaml_files import safe_load_unique
 
 
@@ -82,9 +83,12 @@ def build(cls, values, prefix=""):
     """An instance of dataclass `cls` from a dict, every key and value checked."""
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
+    renamed = getattr(cls, "RENAMED", {})
     for name in values:
+        where = f"{prefix}.{name}" if prefix else name
+        if name in renamed:
+            raise ValueError(f"{where} is now {renamed[name]}: set that instead")
         if name not in names:
-            where = f"{prefix}.{name}" if prefix else name
             raise ValueError(f"unknown key {where!r}; expected one of {sorted(names)}")
     kwargs = {}
     for name, value in values.items():
@@ -172,19 +176,23 @@ def build_run_config(values):
     if recipe is None:
         raise ValueError(f"recipe: missing; expected one of {recipe_names()}")
     check_choice("recipe", recipe, recipe_names())
-    return build(run_config_type(), values)
+    check_sections(recipe, values)
+    config = build(run_config_type(recipe), values)
+    check_reads(config)
+    return config
 
 
 def normalised(values):
     """A config dict as this version reads it, for comparison: sections added since filled with their
-    defaults, and the sections of recipes other than its own left out (their defaults may change
-    without changing this run). None if it no longer reads."""
+    defaults, and the sections of recipes other than its own left out (a config saved by an earlier
+    version holds every recipe's). None if it no longer reads."""
     try:
-        values = to_dict(build_run_config(values))
+        discover_recipes(values.get("imports") or [])
+        _, others = section_names(values.get("recipe"))
+        values = to_dict(build_run_config({k: v for k, v in values.items() if k not in others}))
     except (ValueError, TypeError):
         return None
-    _, others = section_names(values["recipe"])
-    return {k: v for k, v in values.items() if k not in others and k not in RESULT_NEUTRAL}
+    return {k: v for k, v in values.items() if k not in RESULT_NEUTRAL}
 
 
 RESULT_NEUTRAL = {"compilation_cache_dir"}  # settings that cannot change a run: a resume may change them

@@ -9,11 +9,14 @@ from nash_jax.config.sections import RunConfig
 
 ENTRY_POINT_GROUP = "nash_jax.recipes"  # installed packages list their recipe modules here
 _RECIPES = {}  # recipe name -> (section name, section dataclass) or None
+_READS = {}  # recipe name -> {shared section: the fields of it the recipe reads}; absent: all of them
 _discovered = False
 
 
-def register_recipe(name, section=None, section_type=None):
-    """Make `name` a valid `recipe:` value, with its own config section `section` (a dataclass)."""
+def register_recipe(name, section=None, section_type=None, reads=None):
+    """Make `name` a valid `recipe:` value, with its own config section `section` (a dataclass).
+    reads: {shared section: the names of its fields the recipe reads}, for the sections it reads only
+    in part; a field it does not read is refused when a config sets it (check_reads)."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"recipe name {name!r}; expected an identifier")
     reserved = {f.name for f in dataclasses.fields(RunConfig)}
@@ -23,6 +26,7 @@ def register_recipe(name, section=None, section_type=None):
         if other != name and entry and section and entry[0] == section and entry[1] is not section_type:
             raise ValueError(f"recipe {name!r}: config section {section!r} is recipe {other!r}'s")
     _RECIPES[name] = (section, section_type) if section else None
+    _READS[name] = {k: frozenset(v) for k, v in (reads or {}).items()}
     run_config_type.cache_clear()
 
 
@@ -54,12 +58,27 @@ def recipe_names():
 
 
 @functools.cache
-def run_config_type():
-    """RunConfig plus the section of every registered recipe, as one frozen dataclass."""
-    sections = sorted({entry for entry in _RECIPES.values() if entry}, key=lambda e: e[0])
+def run_config_type(recipe=None):
+    """RunConfig plus the section of `recipe` (a config of that recipe holds no other recipe's
+    section), as one frozen dataclass; without a recipe, plus every registered recipe's section."""
+    if recipe is None:
+        sections = sorted({entry for entry in _RECIPES.values() if entry}, key=lambda e: e[0])
+    else:
+        sections = [_RECIPES[recipe]] if _RECIPES.get(recipe) else []
     return dataclasses.make_dataclass(
         "RunConfig", [(name, cls, field(default_factory=cls)) for name, cls in sections],
         bases=(RunConfig,), frozen=True)
+
+
+def check_sections(recipe, values):
+    """ValueError naming a section of `values` that belongs to another recipe than `recipe`."""
+    own, others = section_names(recipe)
+    for key in values:
+        if key in others:
+            owner = section_owner(key)
+            raise ValueError(f"section {key!r} is recipe {owner}'s; this config runs recipe {recipe}"
+                             + (f", whose section is {own!r}" if own else "") + ": remove it, or set "
+                             f"recipe: {owner}")
 
 
 def section_names(recipe):
@@ -67,3 +86,21 @@ def section_names(recipe):
     own = _RECIPES.get(recipe)
     own = own[0] if own else None
     return own, {entry[0] for entry in _RECIPES.values() if entry} - {own}
+
+
+def check_reads(config):
+    """ValueError naming a shared field that `config` sets away from its default but its recipe does
+    not read (registered `reads`): a setting nothing reads is an error, not a silent no-op."""
+    for section, read in _READS.get(config.recipe, {}).items():
+        values = getattr(config, section)
+        for f in dataclasses.fields(values):
+            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+            if f.name not in read and getattr(values, f.name) != default:
+                reads = ", ".join(sorted(read)) or "none of them"
+                raise ValueError(f"{section}.{f.name}={getattr(values, f.name)!r}: recipe {config.recipe} "
+                                 f"does not read it (of {section}.* it reads {reads}); leave it unset")
+
+
+def section_owner(section):
+    """The recipe whose config section is `section`, or None for a shared section."""
+    return next((name for name, entry in _RECIPES.items() if entry and entry[0] == section), None)

@@ -93,7 +93,8 @@ class _StepLog:
         self.run.log_metrics(self.stage, step, {**metrics, "step_s": now - self.last})
         self.last = now
         self.bar.update(1)
-        self.bar.set_postfix(loss=f"{float(metrics['loss']):.4g}")
+        if "loss" in metrics:  # a step with an empty batch trained nothing
+            self.bar.set_postfix(loss=f"{float(metrics['loss']):.4g}")
         if metrics.get("skipped", 0.0) > 0:
             self.skipped += 1
             if self.skipped > self.max_skipped:

@@ -13,6 +13,9 @@ from nash_jax.tasks import builtin_models
 def plan_inputs(config, shape=None):
     """The PlanInputs of `config`'s training step; `shape`: a preset's name (`--shape`)."""
     recipe = engine.get(config.recipe)
+    if recipe.plan_step is None:
+        raise ValueError(f"recipe {recipe.name} gives no plan_step (the shape of its update), so its "
+                         "memory cannot be planned; give its Recipe a plan_step")
     builtin = builtin_models.get(config.model.path) if config.model.path in recipe.builtin_models else None
     llama, source = planner.model_config(
         config.model, shape, warm_start=config.warm_start,
@@ -20,7 +23,7 @@ def plan_inputs(config, shape=None):
     m, t = config.mesh, config.train
     return planner.PlanInputs(
         llama=llama, source=source, optimizer=optimizer_config(t.optimizer, 1000),
-        step=recipe.plan_step(config) if recipe.plan_step else default_step(config),
+        step=recipe.plan_step(config),
         mesh={"data": m.data, "fsdp": m.fsdp, "tensor": m.tensor}, micro_batches=t.micro_batches,
         logprob_chunk=t.logprob_chunk, sampling_temperature=config.sampling.temperature,
         device_memory=m.device_memory)

@@ -7,6 +7,7 @@ recipes are listed as entry points of the `nash_jax.recipes` group in pyproject.
 package of your own can list its recipes; a config's `imports:` names further modules to import.
 """
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -25,10 +26,24 @@ class Recipe:
     # the built-in models (tasks.builtin_models) whose warm start the recipe makes
     builtin_models: tuple = (config_lib.BUILTIN_SYNTHETIC,)
     plan_step: Callable | None = None  # plan_step(config) -> plan.StepShape of one update (what
-    #                                    `nash-jax plan` sizes); default: planning.default_step
+    #                                    `nash-jax plan` sizes); None: plan refuses it
     # the report-only eval fields (config.REPORT_ONLY_EVAL_FIELDS) its report reads: `nash-jax rerank`
     # needs best_of_n, `nash-jax average` average_iterates (and the iterate_dirs such a report lists)
     report_options: tuple = config_lib.REPORT_ONLY_EVAL_FIELDS
+    # {shared section: the fields of it the recipe reads} for the sections it reads only in part
+    # (e.g. ONLINE_READS); a config that sets another field of such a section is refused by name
+    reads: dict = dataclasses.field(default_factory=dict)
+
+
+# what every online recipe reads of `train` (the learner's fields: no train.batch_size, a step's
+# batch is the recipe's own), and what a self-play recipe reads besides: the sampler's settings and
+# the prompt limit; no judge, no eval section (its anchors are its own)
+ONLINE_TRAIN = {"micro_batches", "epochs", "checkpoint_every", "max_skipped_fraction", "logprob_chunk",
+                "optimizer"}
+# sampling.num_samples is K of SPPO's generate stage; an online recipe sets its own per step
+ONLINE_SAMPLING = {"max_new_tokens", "temperature", "top_p", "top_k", "prompts_per_batch"}
+SELF_PLAY_READS = {"train": ONLINE_TRAIN, "judge": set(), "eval": set(),
+                   "data": {"max_prompt_tokens"}, "sampling": {"temperature", "top_p", "top_k"}}
 
 
 RECIPES = {}
@@ -40,7 +55,7 @@ def register(recipe):
     if known is not None and known.run is not recipe.run:
         raise ValueError(f"a recipe named {recipe.name!r} is already registered (by "
                          f"{known.run.__module__}); choose another name")
-    config_lib.register_recipe(recipe.name, recipe.section, recipe.section_type)
+    config_lib.register_recipe(recipe.name, recipe.section, recipe.section_type, recipe.reads)
     RECIPES[recipe.name] = recipe
     return recipe
 

@@ -24,8 +24,9 @@ from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, PROBABILITY
 from nash_jax.parallel.padding import bucket_size
 from nash_jax.engine.plan import StepShape
 from nash_jax.engine import Recipe, register
+from nash_jax.engine.registry import ONLINE_SAMPLING, ONLINE_TRAIN
 from nash_jax.engine import iterates_report
-from nash_jax.engine.learner import copy, sampling_settings, start
+from nash_jax.engine.learner import OnlineLearner, OnlineRecipe, Rollout, copy
 from nash_jax.engine.preparation import prepare
 from nash_jax.rollout.batches import token_batch
 from nash_jax.rollout.sampling import generate, mixture_generate, pad_id_of
@@ -56,7 +57,6 @@ def run_nash_md(config, run):
                                              batch_sizes={"nash_md.prompts_per_step": n.prompts_per_step})
     if not run.done(STAGE):
         train(config, run, splits, tokenizer, judge, mesh)
-        run.finish(STAGE, [f"iter_{k}/policy" for k in range(n.snapshots)])
     iterates = [("pi_0", policy_files.initial_policy_dir(config.model.path, run))] + [
         (f"pi_{k + 1}", run / f"iter_{k}" / "policy") for k in range(n.snapshots)]
     return iterates_report.evaluate_and_write(
@@ -85,34 +85,25 @@ def train(config, run, splits, tokenizer, judge, mesh):
     ids, kept, _ = prompt_sets.encode_prompts(config.data, tokenizer, prompts, "training prompts")
     texts = [prompts[i] for i in kept]
     eval_ids, _, _ = prompt_sets.encode_prompts(config.data, tokenizer, splits.eval, "evaluation prompts",
-                                               too_long="truncate_left")
+                                                too_long="truncate_left")
     exact = synthetic_eval.policy_metrics(config.judge.kind, config.model.path, tokenizer, mesh)
-
-    online = start(config, run, mesh, initial_dir=policy_files.initial_policy_dir(config.model.path, run),
-                   tokenizer_dir=policy_files.tokenizer_source(config.model, run), objective="nash_md_pg",
-                   total_steps=n.steps, tau=n.tau)
-    initial, model_def = online.initial, online.model_def
-    logprobs = make_logprobs(model_def, mesh, logprob_chunk=config.train.logprob_chunk)
     epochs = -(-n.steps * n.prompts_per_step // len(ids))
     batches = iter(data.batches(list(zip(texts, ids)), n.prompts_per_step, epochs=epochs,
                                 seed=runs.stage_seed(config.seed, 0, "train"), drop_remainder=True))
-    sampling = dict(sampling_settings(config, tokenizer, mesh), max_new_tokens=config.sampling.max_new_tokens)
-    per_snapshot = n.steps // n.snapshots
 
-    def evaluate(step, params):
-        if exact is not None:
-            run.log_metrics(EVAL_STAGE, step, exact(model_def.merge(params), eval_ids))
+    def evaluate(learner, step, params, extra):
+        return exact(learner.policy(params), eval_ids), extra
 
-    def work(step, state, extra, item):
-        if step % n.eval_every == 0:
-            evaluate(step, state.params)
+    def rollout(learner, step, params, extra, item):
         reference = extra["reference"]  # μ
+        if n.refresh_every and step > 0 and step % n.refresh_every == 0:
+            reference = copy(params)  # μ ← π_θ (iterative Nash-MD)
         batch_texts, batch_ids = zip(*item)
-        # `initial` only lends its structure: the sampler splits it once and takes new params each step
-        ys = generate(initial, list(batch_ids), num_samples=1, params=state.params,
+        sampling, initial = learner.sampling(tokenizer), learner.initial
+        ys = generate(initial, list(batch_ids), num_samples=1, params=params,
                       key=runs.stage_key(config.seed, 0, "generate", step), **sampling)
         opponents = mixture_generate(initial, initial, n.mixture_beta, list(batch_ids), num_samples=1,
-                                     policy_params=state.params, reference_params=reference,
+                                     policy_params=params, reference_params=reference,
                                      key=runs.stage_key(config.seed, 0, "opponent", step), **sampling)
         y_ids = [ys.tokens[b, 0, :ys.lengths[b, 0]].tolist() for b in range(len(batch_ids))]
         y_texts = [tokenizer.decode(r, skip_special_tokens=True) for r in y_ids]
@@ -123,22 +114,18 @@ def train(config, run, splits, tokenizer, judge, mesh):
         except ValueError as err:
             raise ValueError(f"judging Nash-MD step {step + 1}: {err}") from None
         batch = token_batch(batch_ids, y_ids, pad_id_of(tokenizer))
+        logprobs = make_logprobs(learner.model_def, mesh, logprob_chunk=config.train.logprob_chunk)
         batch["ref_logp"] = np.asarray(logprobs.jitted(reference, logprobs.place_global(batch)),
                                        np.float32)
         batch["pref"] = pref.astype(np.float32)
-        state, metrics = online.step_fn.jitted(state, online.step_fn.place_global(batch))
-        metrics = {**metrics, "pref_mean": float(pref.mean()),
-                   "length_mean": float(np.mean([len(y) for y in y_ids]))}
-        if n.refresh_every and (step + 1) % n.refresh_every == 0:
-            reference = copy(state.params)
-        if (step + 1) % per_snapshot == 0:
-            k = (step + 1) // per_snapshot - 1
-            online.export(state.params, run / f"iter_{k}" / "policy")
-        return state, {"reference": reference}, metrics
+        return Rollout(batch, {"pref_mean": float(pref.mean()),
+                               "length_mean": float(np.mean([len(y) for y in y_ids]))},
+                       {"reference": reference})
 
-    state, _ = online.loop(STAGE, total=n.steps, work=work, batches=batches,
-                           extra={"reference": copy(online.state.params)})
-    evaluate(n.steps, state.params)
+    OnlineLearner(config, run, mesh).train(OnlineRecipe(
+        stage=STAGE, steps=n.steps, shape=plan_step(config), rollout=rollout, snapshots=n.snapshots,
+        evaluate=evaluate if exact is not None else None, eval_every=n.eval_every, eval_stage=EVAL_STAGE,
+        batches=batches, reference_is_initial=False, extra=lambda learner: {"reference": copy(learner.state.params)}))
 
 
 def plan_step(config):
@@ -149,4 +136,5 @@ def plan_step(config):
 
 
 register(Recipe(name="nash_md", run=run_nash_md, section="nash_md", section_type=NashMDConfig,
-                check=check, plan_step=plan_step))
+                check=check, plan_step=plan_step,
+                reads={"train": ONLINE_TRAIN, "sampling": ONLINE_SAMPLING}))

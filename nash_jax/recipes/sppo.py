@@ -23,7 +23,7 @@ from nash_jax.engine import judging, policy_files, prompt_sets
 from nash_jax.config import AT_LEAST_1, POSITIVE
 from nash_jax.core.saturation import win_rate_saturation
 from nash_jax.engine import Recipe, register
-from nash_jax.engine import iterates_report
+from nash_jax.engine import iterates_report, planning
 from nash_jax.engine.loop import fit_rows
 from nash_jax.engine.policy_files import optimizer_config
 from nash_jax.engine.preparation import prepare
@@ -225,4 +225,5 @@ def check(config):
                          "(win rates compare each prompt's samples with each other)")
 
 
-register(Recipe(name="sppo", run=run_sppo, section="sppo", section_type=SPPOConfig, check=check))
+register(Recipe(name="sppo", run=run_sppo, section="sppo", section_type=SPPOConfig, check=check,
+                plan_step=planning.default_step))

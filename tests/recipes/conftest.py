@@ -18,19 +18,28 @@ REPO = Path(__file__).parents[2]
 SMALL = {
     "warm_start": {"steps": 16, "batch_size": 16, "hidden_size": 32},
     "data": {"builtin_prompts": 56},
-    "sampling": {"num_samples": 3, "max_new_tokens": 8, "prompts_per_batch": 16},
+    "sampling": {"max_new_tokens": 8, "prompts_per_batch": 16},
     "judge": {"prompts_per_call": 16},
-    "train": {"batch_size": 8, "epochs": 2, "checkpoint_every": 4},
-    "sppo": {"iterations": 2},
+    "train": {"checkpoint_every": 4},
     "eval": {"prompts": 8, "samples_per_prompt": 2, "average_iterates": False},
-    "nash_md": {"steps": 8, "prompts_per_step": 8, "snapshots": 2, "eval_every": 4},
+}
+# what a config of each recipe adds (a config holds its own recipe's section and the shared fields it
+# reads, nothing else)
+SMALL_BY_RECIPE = {
+    "sppo": {"sppo": {"iterations": 2}, "sampling": {"num_samples": 3},
+             "train": {"batch_size": 8, "epochs": 2}},
+    "nash_md": {"nash_md": {"steps": 8, "prompts_per_step": 8, "snapshots": 2, "eval_every": 4}},
 }
 
 
-def small_config(tmp_path, base="demo", name="small", **sections):
-    """Write the shipped `base` config with SMALL (and `sections`) merged in; return its path."""
+def small_config(tmp_path, base="demo", name="small", recipe=None, **sections):
+    """Write the shipped `base` config (with `recipe` instead of its own, if given) with SMALL, its
+    recipe's SMALL_BY_RECIPE and `sections` merged in; return its path."""
     values = yaml.safe_load((CONFIGS / f"{base}.yaml").read_text())
-    for layer in (SMALL, sections):
+    if recipe is not None:
+        values = {k: v for k, v in values.items() if k != values["recipe"]}
+        values["recipe"] = recipe
+    for layer in (SMALL, SMALL_BY_RECIPE.get(values["recipe"], {}), sections):
         for section, fields in layer.items():
             values.setdefault(section, {}).update(fields)
     values["name"] = name

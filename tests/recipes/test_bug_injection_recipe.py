@@ -141,7 +141,7 @@ def test_resuming_after_sigkill_during_validation_equals_an_uninterrupted_run(wh
     assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
     result = run_cli(path, killed)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert_same_parameters(killed / "snapshot_0" / "policy", tmp / "whole" / "snapshot_0" / "policy")
+    assert_same_parameters(killed / "iter_0" / "policy", tmp / "whole" / "iter_0" / "policy")
     assert_same_metrics(tmp / "whole", killed, "bug_injection")
     a, b = (json.loads((d / "report.json").read_text()) for d in (tmp / "whole", killed))
     assert a["anchors"] == b["anchors"]

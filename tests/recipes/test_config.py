@@ -114,14 +114,15 @@ def test_the_recipe_is_required_and_named_from_the_registered_ones(tmp_path):
         load_config(write(tmp_path, "imports: [no_such_module_here]\n"))
 
 
-def test_a_run_saved_before_a_section_existed_still_resumes(tmp_path):
-    """A run directory's config.yaml written before a recipe (and its section) was added reads with
-    that section at its defaults, and the same command resumes it."""
+def test_a_run_saved_by_an_earlier_version_still_resumes(tmp_path):
+    """A run directory's config.yaml written by an earlier version (every recipe's section in it, a
+    field of its own section not yet there) reads with that field at its default and the other
+    recipes' sections left out, and the same command resumes it."""
     from nash_jax.config import normalised
 
     config = load_config(write(tmp_path, "name: a\n"), [f"run_dir={tmp_path / 'run'}"])
-    saved = to_dict(config)
-    del saved["nash_md"]  # as if nash_md had been registered after this run started
+    saved = {**to_dict(config), "nash_md": {"steps": 100}}
+    del saved["sppo"]["iterations"]  # as if the field had been added after this run started
     run = RunDir(tmp_path / "run")
     run.lock_config(saved)
     run.lock_config(to_dict(config), normalise=normalised)
@@ -218,6 +219,7 @@ def test_every_config_field_refuses_wrong_values_naming_its_key(tmp_path):
     from hypothesis import strategies as st
 
     from nash_jax.config import run_config_type
+    from nash_jax.config.recipes import section_owner
 
     cases = [(key, value) for key, hint, cls, name in _leaf_fields(run_config_type())
              for value in _wrong_values(hint, cls, name) if key not in ("name", "run_dir")]
@@ -229,9 +231,10 @@ def test_every_config_field_refuses_wrong_values_naming_its_key(tmp_path):
     def refused(case):
         import yaml as yaml_lib
         key, value = case
+        owner = section_owner(key.split(".")[0])  # a recipe's field, on a config of that recipe
         with pytest.raises(ValueError) as err:
             load_config(path, [f"{key}={yaml_lib.safe_dump(value, default_flow_style=True).strip()}"
-                               .replace("\n...", "")])
+                               .replace("\n...", ""), *([f"recipe={owner}"] if owner else [])])
         assert key in str(err.value), (key, value, str(err.value))
 
     refused()

@@ -22,8 +22,7 @@ pytestmark = pytest.mark.long
 
 K = 4
 # two pg steps on each step's rollouts: the second is off-policy, which the clipped ratio must see
-SMALL_GRPO = {"steps": 6, "prompts_per_step": 4, "samples_per_prompt": K, "snapshots": 2,
-              "epochs_per_batch": 2}
+SMALL_GRPO = {"steps": 6, "prompts_per_step": 4, "samples_per_prompt": K, "snapshots": 2}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +32,7 @@ def small_runs(tmp_path_factory, tiny_judge_dir):  # noqa: F811  (the fixture im
     tmp = tmp_path_factory.mktemp("grpo")
     model_dir, model, tokenizer = tiny_judge_dir("reward_model")
     path = small_config(tmp, base="grpo_demo", name="grpo_small", grpo=SMALL_GRPO,
-                        train={"checkpoint_every": 3})
+                        train={"checkpoint_every": 3, "epochs": 2})
     values = yaml.safe_load(path.read_text())
     values["judge"] = {"kind": "reward_model", "path": str(model_dir), "batch_size": 16}
     path.write_text(yaml.safe_dump(values))

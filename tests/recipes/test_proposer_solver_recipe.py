@@ -71,7 +71,7 @@ def test_resuming_after_sigkill_while_proposing_solving_and_training_equals_an_u
     result = run_cli(path, killed)
     assert result.returncode == 0, result.stderr[-3000:]
     for k in (0, 1):
-        assert_same_parameters(killed / f"snapshot_{k}" / "policy", tmp / "whole" / f"snapshot_{k}" / "policy")
+        assert_same_parameters(killed / f"iter_{k}" / "policy", tmp / "whole" / f"iter_{k}" / "policy")
     assert_same_metrics(tmp / "whole", killed, "proposer_solver")
     a, b = (json.loads((d / "report.json").read_text()) for d in (tmp / "whole", killed))
     assert a["anchors"] == b["anchors"] and a["snapshots"] == b["snapshots"]

@@ -20,9 +20,10 @@ pytestmark = pytest.mark.long
 @pytest.fixture(scope="module")
 def toy_config(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("toy")
-    path = small_config(tmp, name="toy", toy_reinforce={"steps": 8, "prompts_per_step": 8})
+    path = small_config(tmp, name="toy", recipe="toy_reinforce",
+                        toy_reinforce={"steps": 8, "prompts_per_step": 8})
     values = yaml.safe_load(path.read_text())
-    values.update(recipe="toy_reinforce", imports=["tests.recipes.toy_recipe"])
+    values.update(imports=["tests.recipes.toy_recipe"])
     path.write_text(yaml.safe_dump(values))
     return tmp, path
 

@@ -1,6 +1,8 @@
 """A recipe defined outside the package, to prove that a new recipe is one module: online REINFORCE on
 the synthetic task against a scalar reward (1 for responses in the `witty` style), with a running-mean
-baseline kept as checkpointed state and an objective of its own added to the step table.
+baseline kept as checkpointed state and an objective of its own added to the step table. It supplies
+only its rollout (sample, score, the batch) and its update's shape; the engine's online learner owns
+the rest (π_0, the optimiser, the loop, checkpoints, snapshots).
 
 A config runs it with `recipe: toy_reinforce` and `imports: [tests.recipes.toy_recipe]`.
 """
@@ -15,14 +17,14 @@ from nash_jax.engine import policy_files, prompt_sets
 from nash_jax.judges.base import RewardModel
 from nash_jax.engine import Recipe, register
 from nash_jax.engine import iterates_report
-from nash_jax.engine.loop import train_loop
-from nash_jax.engine.policy_files import optimizer_config
+from nash_jax.engine.learner import OnlineLearner, OnlineRecipe, Rollout
+from nash_jax.engine.plan import StepShape
 from nash_jax.engine.preparation import prepare
+from nash_jax.parallel.padding import bucket_size
 from nash_jax.rollout.batches import token_batch
-from nash_jax.rollout.sampling import eos_ids_of, generate, pad_id_of
+from nash_jax.rollout.sampling import generate, pad_id_of
 from nash_jax.tasks import synthetic
-from nash_jax.train import Objective, init_train_state, make_optimizer, make_step
-from nash_jax.train import objectives
+from nash_jax.train import Objective, objectives
 
 STAGE = "toy"
 
@@ -62,36 +64,28 @@ def run_toy(config, run):
     if not run.done(STAGE):
         ids, kept, _ = prompt_sets.encode_prompts(config.data, tokenizer, splits.iterations[0], "toy prompts")
         texts = [splits.iterations[0][i] for i in kept]
-        initial_dir = policy_files.initial_policy_dir(config.model.path, run)
-        initial = policy_files.load_policy(initial_dir, config.model, mesh)
-        tx, schedule = make_optimizer(optimizer_config(config.train.optimizer, toy.steps))
-        model_def, state, shardings = init_train_state(initial, tx, mesh=mesh, seed=config.seed)
-        step_fn = make_step("toy_reinforce", model_def, tx, schedule, shardings, mesh)
         batches = iter(data.batches(list(zip(texts, ids)), toy.prompts_per_step, epochs=toy.steps,
                                     seed=runs.stage_seed(config.seed, 0, "train"), drop_remainder=True))
 
-        def work(step, state, extra, item):
+        def rollout(learner, step, params, extra, item):
+            """What one step samples and scores, and the batch it trains on: the recipe's own part."""
             batch_texts, batch_ids = zip(*item)
-            samples = generate(model_def.merge(state.params), list(batch_ids), num_samples=1,
-                               max_new_tokens=config.sampling.max_new_tokens,
-                               eos_token_ids=eos_ids_of(tokenizer), pad_id=pad_id_of(tokenizer),
-                               key=runs.stage_key(config.seed, 0, "toy_generate", step), mesh=mesh)
+            samples = generate(learner.initial, list(batch_ids), num_samples=1, params=params,
+                               key=runs.stage_key(config.seed, 0, "toy_generate", step),
+                               **learner.sampling(tokenizer))
             y_ids = [samples.tokens[b, 0, :samples.lengths[b, 0]].tolist() for b in range(len(batch_ids))]
             r = reward.rewards(list(batch_texts), [tokenizer.decode(y, skip_special_tokens=True)
                                                    for y in y_ids])
             baseline = float(extra["baseline"])
             batch = token_batch(batch_ids, y_ids, pad_id_of(tokenizer))
             batch["advantage"] = (r - baseline).astype(np.float32)
-            state, metrics = step_fn.jitted(state, step_fn.place_global(batch))
             new_baseline = toy.baseline_decay * baseline + (1 - toy.baseline_decay) * r.mean()
-            return state, {"baseline": jnp.float32(new_baseline)}, {**metrics, "reward": float(r.mean())}
+            return Rollout(batch, {"reward": float(r.mean())}, {"baseline": jnp.float32(new_baseline)})
 
-        state, extra = train_loop(run, STAGE, state=state, total=toy.steps, work=work, batches=batches,
-                                  extra={"baseline": jnp.float32(0.0)},
-                                  checkpoint_every=config.train.checkpoint_every)
-        policy_files.export_policy(model_def.merge(state.params), run / "iter_0" / "policy",
-                                 policy_files.tokenizer_source(config.model, run))
-        run.finish(STAGE, ["iter_0/policy"], baseline=float(extra["baseline"]))
+        OnlineLearner(config, run, mesh).train(OnlineRecipe(
+            stage=STAGE, steps=toy.steps, shape=plan_step(config), rollout=rollout, batches=batches,
+            extra={"baseline": jnp.float32(0.0)},
+            finish_info=lambda extra: {"baseline": float(extra["baseline"])}))
     metrics = runs.read_metrics(run / "metrics.jsonl")
     return iterates_report.evaluate_and_write(
         config, run, iterates=[("pi_0", policy_files.initial_policy_dir(config.model.path, run)),
@@ -100,4 +94,11 @@ def run_toy(config, run):
         iterations=[{"iteration": 0, **iterates_report.loss_curve(metrics, STAGE)}])
 
 
-register(Recipe(name="toy_reinforce", run=run_toy, section="toy_reinforce", section_type=ToyConfig))
+def plan_step(config):
+    """One update: a response to each of a step's prompts (what `nash-jax plan` sizes)."""
+    return StepShape("toy_reinforce", {}, config.toy_reinforce.prompts_per_step,
+                     bucket_size(config.data.max_prompt_tokens + config.sampling.max_new_tokens, minimum=8))
+
+
+register(Recipe(name="toy_reinforce", run=run_toy, section="toy_reinforce", section_type=ToyConfig,
+                plan_step=plan_step))

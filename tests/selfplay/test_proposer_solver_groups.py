@@ -9,6 +9,7 @@ import pytest
 
 from nash_jax.recipes import proposer_solver as ps
 from nash_jax.recipes.proposer_solver import rounds
+from nash_jax.selfplay.two_role import Check, rows_batch
 from nash_jax.selfplay import answer_sources
 from nash_jax.selfplay.answer_sources import Proposal, Scored, Source
 from nash_jax.selfplay.episodes import EpisodeAssembler, Role, Rollout
@@ -28,7 +29,7 @@ def hand_built_round():
                               reward=proposer_rewards[p], tokens=np.array([5, 6, 3]),
                               logprobs=np.array([-0.5, -0.25, -0.125]), finished=True))
         prompts[p] = [2, 4, 7]
-        proposals.append((source, "x", Proposal(valid, "" if valid else "bad")))
+        proposals.append(Check(valid, (source, "x", Proposal(valid, "" if valid else "bad"))))
         if valid:
             rewards = solver_rewards[p]
             scored[p] = Scored(np.array(rewards, float), float(np.mean(rewards)), 0, 0)
@@ -86,7 +87,7 @@ def test_alternating_phases_train_one_role_and_band_filter_the_solvers():
 
 def test_the_batch_aligns_behaviour_logprobs_with_tokens_and_pads_with_masked_rows():
     rows, _ = ps.learner_rows(config(), None, hand_built_round(), 16, True, True)
-    batch = ps.learner_batch(rows, pad_id=1, capacity=24)
+    batch = rows_batch(rows, pad_id=1, capacity=24)
     assert batch["tokens"].shape == (24, 8) and batch["behaviour_logp"].shape == (24, 8)
     first = [i for i, (_, r, _) in enumerate(rows) if r.uid == 0][0]
     np.testing.assert_array_equal(batch["tokens"][first], [1, 1, 2, 4, 7, 5, 6, 3])

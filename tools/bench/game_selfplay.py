@@ -4,7 +4,7 @@ time (one generate call per move), on the demo's warm-started policy.
 
   game_selfplay_play: play only (games_per_step games), batched vs one game at a time.
   game_selfplay_step: the whole step (play, role-conditioned advantages, one update of the recipe's
-                      own step, online.start's: pg_kl with π_0's log-probs when kl_coef > 0), batched.
+                      own step, the online learner's: pg_kl with π_0's log-probs when kl_coef > 0), batched.
 
 Compilation (the first call of each) is reported apart as compile_s.
 
@@ -27,7 +27,8 @@ from common import emit, timings  # noqa: E402
 from nash_jax import parallel, runs  # noqa: E402
 from nash_jax.config import load_config  # noqa: E402
 from nash_jax.recipes import game_selfplay as recipe  # noqa: E402
-from nash_jax.engine.learner import start  # noqa: E402
+from nash_jax.engine import policy_files  # noqa: E402
+from nash_jax.engine.learner import OnlineLearner, OnlineRecipe  # noqa: E402
 from nash_jax.rollout.sampling import pad_id_of  # noqa: E402
 from nash_jax.runs import RunDir  # noqa: E402
 from nash_jax.selfplay import games as games_lib  # noqa: E402
@@ -87,15 +88,13 @@ def bench_play(config, run, game, tokenizer, mesh, n, rounds, args):
 def bench_step(config, run, game, tokenizer, mesh, n, rounds, repeats):
     """game_selfplay_step: play n games, credit them and take one update of the recipe's own step."""
     g, planned = config.game_selfplay, recipe.plan_step(config, [game])
-    online = start(config, run, mesh, initial_dir=policy_files.initial_policy_dir(config.model.path, run),
-                   tokenizer_dir=policy_files.tokenizer_source(config.model, run),
-                   objective=planned.objective, total_steps=100, **planned.hyperparameters)
-    step_fn, reference = online.step_fn, online.reference_logprobs() if g.kl_coef > 0 else None
+    online = OnlineLearner(config, run, mesh).build(OnlineRecipe(stage="bench", steps=100, shape=planned,
+                                                                 rollout=None))
     holder = {"state": online.state, "baselines": np.zeros(2, np.float32)}
     played = {}
 
     def step():
-        p = recipe.model_player(config, online.model_def.merge(holder["state"].params), tokenizer,
+        p = recipe.model_player(config, online.policy(holder["state"].params), tokenizer,
                                 runs.stage_key(0, 0, "bench_step", next(rounds)), mesh)
         records = games_lib.play([(game, (p, p))] * n, np.random.default_rng(next(rounds)))
         trajectories, _, a, holder["baselines"] = recipe.trajectory_advantages(
@@ -103,9 +102,8 @@ def bench_step(config, run, game, tokenizer, mesh, n, rounds, repeats):
         rows = recipe.turn_rows(trajectories, a, gamma=g.gamma, drop_zero=True)
         batch = recipe.pg_batch(rows, pad_id_of(tokenizer),
                                 parallel.data_shards(mesh) * config.train.micro_batches)
-        if reference is not None:  # π_0's log-probs for the KL penalty: part of the update
-            batch["ref_logp"] = reference(step_fn, batch)
-        holder["state"], metrics = step_fn.jitted(holder["state"], step_fn.place_global(batch))
+        # the learner's update (π_0's log-probs for the KL penalty included)
+        holder["state"], metrics = online.update(holder["state"], batch)
         float(metrics["loss"])
         played["turns"] = sum(len(r.turns) for r in records)
 

@@ -18,13 +18,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import jax
-import numpy as np
 
 from common import emit
 from nash_jax import runs
 from nash_jax.config import load_config
 from nash_jax.recipes import proposer_solver as ps
-from nash_jax.engine.learner import start
+from nash_jax.engine.learner import OnlineLearner, OnlineRecipe
+from nash_jax.selfplay.two_role import rows_batch
 from nash_jax.runs import RunDir
 from nash_jax.selfplay import answer_sources
 from nash_jax.engine import policy_files
@@ -50,7 +50,7 @@ def main():
 
 
 def set_up(config, run):
-    """The demo's warm-started policy, its game and the recipe's own step (online.start, the step
+    """The demo's warm-started policy, its game and the recipe's own step (the online learner's, the step
     `plan_step` describes: pg_kl with π_0's log-probs when kl_coef > 0), with the game's propose and
     solve calls timed into `timer`."""
     p = config.proposer_solver
@@ -61,14 +61,12 @@ def set_up(config, run):
     ps.warm_start(config, run, tokenizer, mesh, task)
     game = ps.Game(config, tokenizer, mesh, answer_sources.answer_source(p.answer_source, p.task.name))
     step = ps.plan_step(config)
-    online = start(config, run, mesh, initial_dir=policy_files.initial_policy_dir(config.model.path, run),
-                   tokenizer_dir=policy_files.tokenizer_source(config.model, run),
-                   objective=step.objective, total_steps=p.steps, **step.hyperparameters)
+    online = OnlineLearner(config, run, mesh).build(OnlineRecipe(stage="bench", steps=p.steps, shape=step,
+                                                                 rollout=None))
     timer = {}
     game.propose, game.solve = _timed(timer, "propose", game.propose), _timed(timer, "solve", game.solve)
     return SimpleNamespace(game=game, task=task, online=online, capacity=capacity, timer=timer,
-                           held=ps.heldout_texts(task), pad_id=tokenizer.pad_token_id,
-                           reference=online.reference_logprobs() if p.kl_coef > 0 else None)
+                           held=ps.heldout_texts(task), pad_id=tokenizer.pad_token_id)
 
 
 def _timed(timer, name, fn):
@@ -82,30 +80,28 @@ def _timed(timer, name, fn):
 
 def one_step(config, bench, state, step):
     """One training step on fresh sources and keys: (the new state, its stage times and counts)."""
-    p, timer, step_fn = config.proposer_solver, bench.timer, bench.online.step_fn
+    timer = bench.timer
     timer.clear()
     start_s = time.perf_counter()
-    rng = np.random.default_rng([config.seed, step])
-    sources = [bench.task.sources[i] for i in rng.choice(len(bench.task.sources), p.sources_per_step,
+    rng = bench.online.host_rng(step, "sources")
+    sources = [bench.task.sources[i] for i in rng.choice(len(bench.task.sources),
+                                                         config.proposer_solver.sources_per_step,
                                                          replace=False)]
-    policy = bench.online.model_def.merge(state.params)
+    policy = bench.online.policy(state.params)
     rnd = ps.play(config, bench.game, sources, policy, policy, step, bench.held,
                   propose_key=runs.stage_key(config.seed, 0, "propose", step),
                   solve_key=runs.stage_key(config.seed, 0, "solve", step))
     rows, _ = ps.learner_rows(config, bench.game, rnd, bench.capacity, True, True)
     played = time.perf_counter() - start_s
     update_start = time.perf_counter()
-    if rows is not None:  # no trainable row: the recipe skips the update too
-        batch = ps.learner_batch(rows, bench.pad_id, bench.capacity)
-        if bench.reference is not None:  # log π_0 per token for the KL penalty: part of the update
-            batch["ref_logp"] = bench.reference(step_fn, batch)
-        state, metrics = step_fn.jitted(state, step_fn.place_global(batch))
-        jax.block_until_ready(metrics["loss"])
+    # the learner's update: π_0's log-probs for a KL penalty included; none without a trainable row
+    state, metrics = bench.online.update(state, rows_batch(rows, bench.pad_id, bench.capacity))
+    jax.block_until_ready(metrics)
     update = time.perf_counter() - update_start
     propose, solve = timer["propose"], timer.get("solve", 0.0)
     return state, {"propose_s": propose, "solve_s": solve, "reward_s": played - propose - solve,
                    "update_s": update, "step_s": time.perf_counter() - start_s,
-                   "proposals": len(rnd.proposals), "rows": len(rows or []),
+                   "proposals": len(rnd.records), "rows": len(rows),
                    "solver_rollouts": sum(len(e.rollouts) - 1 for e in rnd.episodes)}
 
 

@@ -35,6 +35,7 @@ start), training and report.
 """
 
 from nash_jax.engine import Recipe, register
+from nash_jax.engine.registry import SELF_PLAY_READS
 from nash_jax.engine import preparation
 from nash_jax.recipes.bug_injection.anchors import evaluate_anchors
 from nash_jax.recipes.bug_injection.config import (ANCHOR_STAGE, BUILTIN_BUG_INJECTION, DATA_STAGE, STAGE,
@@ -63,13 +64,12 @@ def run_bug_injection(config, run):
     if config.model.path == BUILTIN_BUG_INJECTION:
         warm_start(config, run, tokenizer, mesh, task)
     game = Game(config, tokenizer, mesh)
-    snapshots = [run / f"snapshot_{k}" / "policy" for k in range(b.snapshots)]
     if not run.done(STAGE):
-        train(config, run, task, game, snapshots)
-        run.finish(STAGE, [str(p.relative_to(run.path)) for p in snapshots])
+        train(config, run, task, game)
     return write_report(config, run, task)
 
 
 register(Recipe(name="bug_injection", run=run_bug_injection, section="bug_injection",
                 section_type=BugInjectionConfig, check=check, summary=summary_lines,
-                report_options=(), builtin_models=(BUILTIN_BUG_INJECTION,), plan_step=plan_step))
+                report_options=(), builtin_models=(BUILTIN_BUG_INJECTION,), plan_step=plan_step,
+                reads=SELF_PLAY_READS))

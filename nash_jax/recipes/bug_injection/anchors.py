@@ -25,7 +25,7 @@ def evaluate_anchors(config, game, task, model, run, step):
                solve_key=stage_key(config.seed, 0, "anchor_solve", step),
                num_injectors=a.injectors_per_repository)
     metrics.update(round_metrics(config.bug_injection, rnd))
-    valid = [(repo, verdict) for repo, _, verdict in rnd.artifacts if verdict.valid]
+    valid = [(repo, verdict) for repo, _, verdict in rnd.records if verdict.valid]
     metrics.update(edit_diversity([v.artifact.bug_diff for _, v in valid]))
     metrics["valid_artifacts"] = float(len(valid))
     for k, (repo, verdict) in enumerate(valid if parallel.is_writer() else []):

@@ -94,7 +94,7 @@ class BugInjectionConfig:
     clip_high: float = 0.28
     aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
                          "drgrpo"] = "seq-mean-token-mean"
-    snapshots: int = 1  # policies exported over training (RUN_DIR/snapshot_k/policy); steps must divide
+    snapshots: int = 1  # policies exported over training (RUN_DIR/iter_k/policy); steps must divide
     anchors: AnchorConfig = field(default_factory=AnchorConfig)
 
     def check_settings(self):

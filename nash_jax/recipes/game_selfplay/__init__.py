@@ -30,6 +30,7 @@ policy as a player, its exact metrics), training (the step and the loop) and rep
 """
 
 from nash_jax.engine import Recipe, register
+from nash_jax.engine.registry import SELF_PLAY_READS
 from nash_jax.engine import preparation
 from nash_jax.engine import policy_files
 from nash_jax.recipes.game_selfplay.config import (BUILTIN_GAME, EVAL_STAGE, STAGE, GameSelfPlayConfig,
@@ -50,7 +51,6 @@ __all__ = ["BUILTIN_GAME", "EVAL_STAGE", "STAGE", "GameSelfPlayConfig", "build_r
 
 
 def run_game_selfplay(config, run):
-    g = config.game_selfplay
     text_games = make_games(config)
     mesh = preparation.fitting_mesh(config, {"warm_start.batch_size": config.warm_start.batch_size})
     tokenizer = policy_files.load_policy_tokenizer(config.model, run)
@@ -60,11 +60,11 @@ def run_game_selfplay(config, run):
                   if (e := game_eval.exact_evaluator(t, tokenizer)) is not None}
     if not run.done(STAGE):
         train(config, run, text_games, tokenizer, evaluators, mesh)
-        run.finish(STAGE, [f"iter_{k}/policy" for k in range(g.snapshots)])
     return write_report(config, run, text_games, tokenizer, evaluators, mesh)
 
 
 register(Recipe(name="game_selfplay", run=run_game_selfplay, section="game_selfplay",
                 section_type=GameSelfPlayConfig, check=check, summary=summary,
                 builtin_models=(BUILTIN_GAME,), report_options=(),
-                plan_step=plan_step))
+                plan_step=plan_step,
+                reads={**SELF_PLAY_READS, "sampling": {*SELF_PLAY_READS["sampling"], "max_new_tokens"}}))

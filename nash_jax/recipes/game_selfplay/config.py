@@ -18,9 +18,10 @@ RENDERINGS = {"words": games_lib.WordRendering,  # the games' own words, for the
 
 @dataclass(frozen=True)
 class GameSelfPlayConfig:
+    RENAMED = {"epochs": "train.epochs"}  # pg updates on each step's batch
     DOMAINS = {"steps": AT_LEAST_1, "games_per_step": AT_LEAST_1, "max_turns": AT_LEAST_1,
                "rae_decay": Range(0, 1, high_open=True), "gamma": Range(0, 1, low_open=True),
-               "epochs": AT_LEAST_1, "clip_low": Range(0, 1), "clip_high": NON_NEGATIVE,
+               "clip_low": Range(0, 1), "clip_high": NON_NEGATIVE,
                "kl_coef": NON_NEGATIVE, "entropy_coef": NON_NEGATIVE,
                "eval_every": AT_LEAST_1, "snapshots": AT_LEAST_1, "eval_games": AT_LEAST_1,
                "warm_start_jitter": PROBABILITY, "warm_start_repeat": PROBABILITY}
@@ -36,7 +37,6 @@ class GameSelfPlayConfig:
     rae_decay: float = 0.95
     gamma: float = 1.0  # turn discount
     drop_zero_advantage: bool = True
-    epochs: int = 1  # pg steps on each batch
     clip_low: float = 0.2
     clip_high: float = 0.2
     kl_coef: float = 0.0  # > 0: the pg_kl objective, a k3 KL penalty towards the initial policy π_0

@@ -5,14 +5,13 @@ snapshots), and a step's self-play statistics."""
 import numpy as np
 
 from nash_jax import parallel
-from nash_jax.engine import policy_files
+from nash_jax.engine.learner import OnlineLearner, OnlineRecipe, Rollout, pg_step_shape
 from nash_jax.parallel.padding import round_up
 from nash_jax.recipes.game_selfplay.config import EVAL_STAGE, STAGE, make_games
 from nash_jax.recipes.game_selfplay.credit import (pg_batch, trajectory_advantages, trajectory_turns,
                                                    turn_rows)
 from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player, move_entropy_bonuses
-from nash_jax.engine.learner import pg_step_shape, start
-from nash_jax.runs.keys import stage_key, stage_seed
+from nash_jax.runs.keys import stage_key
 from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.selfplay import games as games_lib
 
@@ -20,58 +19,36 @@ from nash_jax.selfplay import games as games_lib
 def train(config, run, text_games, tokenizer, evaluators, mesh):
     g = config.game_selfplay
     pad_id = pad_id_of(tokenizer)
-    step = plan_step(config, text_games)
-    online = start(config, run, mesh, initial_dir=policy_files.initial_policy_dir(config.model.path, run),
-                   tokenizer_dir=policy_files.tokenizer_source(config.model, run), objective=step.objective,
-                   total_steps=g.steps * g.epochs, **step.hyperparameters)
-    model_def, step_fn = online.model_def, online.step_fn
-    reference = online.reference_logprobs() if g.kl_coef > 0 else None
+    shape = plan_step(config, text_games)
     game_index = {t.name: i for i, t in enumerate(text_games)}
     shards = parallel.data_shards(mesh) * config.train.micro_batches
-    per_snapshot = g.steps // g.snapshots
-    capacity, width = step.rows, step.length
     prompt_width = round_up(config.data.max_prompt_tokens, 8)  # the player refuses longer prompts
 
-    def evaluate(step, params):
-        if evaluators:
-            run.log_metrics(EVAL_STAGE, step, exact_metrics(evaluators, model_def.merge(params), mesh,
-                                                            pad_id))
+    def evaluate(learner, step, params, extra):
+        return exact_metrics(evaluators, learner.policy(params), mesh, pad_id), extra
 
-    def work(step, state, extra, item):
-        if step % g.eval_every == 0:
-            evaluate(step, state.params)
-        policy = model_def.merge(state.params)
-        player = model_player(config, policy, tokenizer, stage_key(config.seed, 0, "play", step),
-                              mesh)
+    def rollout(learner, step, params, extra, item):
+        policy = learner.policy(params)
+        player = model_player(config, policy, tokenizer, stage_key(config.seed, 0, "play", step), mesh)
         tables = [(t, (player, player)) for t in text_games for _ in range(g.games_per_step)]
-        records = games_lib.play(tables, np.random.default_rng(
-            stage_seed(config.seed, step, "chance")))
+        records = games_lib.play(tables, learner.host_rng(step, "chance"))
         trajectories, rewards, a, baselines = trajectory_advantages(
             records, extra["baselines"], game_index, mode=g.advantage, decay=g.rae_decay)
         moves = trajectory_turns(trajectories)
         bonus, entropy = (move_entropy_bonuses(moves, policy, tokenizer, mesh, pad_id, g.entropy_coef,
                                                width=prompt_width) if g.entropy_coef > 0 else (None, None))
         rows = turn_rows(trajectories, a, gamma=g.gamma, drop_zero=g.drop_zero_advantage, bonus=bonus)
-        if not rows:  # nothing to learn from: one masked row keeps the step (and the schedule) going
-            rows = [(records[0].turns[0], 0.0)]
-        batch = pg_batch(rows, pad_id, shards, capacity=capacity, width=width)
-        if reference is not None:
-            batch["ref_logp"] = reference(step_fn, batch)
-        batch = step_fn.place_global(batch)
-        for _ in range(g.epochs):
-            state, metrics = step_fn.jitted(state, batch)
-        metrics = {**metrics, **play_metrics(records, text_games, rewards, a, len(rows)),
+        batch = pg_batch(rows, pad_id, shards, capacity=shape.rows, width=shape.length) if rows else None
+        metrics = {**play_metrics(records, text_games, rewards, a, len(rows)),
                    **entropy_metrics(moves, bonus, entropy),
                    **{f"baseline_{t.name}_seat{s}": baselines[game_index[t.name] * 2 + s]
                       for t in text_games for s in (0, 1)}}
-        if (step + 1) % per_snapshot == 0:
-            k = (step + 1) // per_snapshot - 1
-            online.export(state.params, run / f"iter_{k}" / "policy")
-        return state, {"baselines": baselines}, metrics
+        return Rollout(batch, metrics, {"baselines": baselines})
 
-    state, _ = online.loop(STAGE, total=g.steps, work=work,
-                           extra={"baselines": np.zeros(2 * len(text_games), np.float32)})
-    evaluate(g.steps, state.params)
+    OnlineLearner(config, run, mesh).train(OnlineRecipe(
+        stage=STAGE, steps=g.steps, shape=shape, rollout=rollout, snapshots=g.snapshots,
+        evaluate=evaluate if evaluators else None, eval_every=g.eval_every, eval_stage=EVAL_STAGE,
+        extra={"baselines": np.zeros(2 * len(text_games), np.float32)}))
 
 
 def play_metrics(records, text_games, rewards, advantages, kept):

@@ -23,6 +23,7 @@ advantages, the batch), training (the step, the loop, plan_step) and report.
 """
 
 from nash_jax.engine import Recipe, register
+from nash_jax.engine.registry import ONLINE_SAMPLING, ONLINE_TRAIN
 from nash_jax.recipes.grpo.config import STAGE, GRPOConfig, check
 from nash_jax.recipes.grpo.credit import group_credit, rollout_columns, step_batch
 from nash_jax.recipes.grpo.report import HELDOUT_REWARD, summary, write_report
@@ -41,9 +42,9 @@ def run_grpo(config, run):
         config, run, batch_sizes={"grpo.prompts_per_step × grpo.samples_per_prompt": rollouts})
     if not run.done(STAGE):
         train(config, run, splits.iterations[0], tokenizer, reward, mesh)
-        run.finish(STAGE, [f"iter_{k}/policy" for k in range(g.snapshots)])
     return write_report(config, run, splits.eval, tokenizer, reward, mesh)
 
 
 register(Recipe(name="grpo", run=run_grpo, section="grpo", section_type=GRPOConfig, check=check,
-                summary=summary, plan_step=plan_step))
+                summary=summary, plan_step=plan_step,
+                reads={"train": ONLINE_TRAIN, "sampling": ONLINE_SAMPLING}))

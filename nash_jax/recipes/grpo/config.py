@@ -12,15 +12,15 @@ STAGE = "grpo"
 
 @dataclass(frozen=True)
 class GRPOConfig:
+    RENAMED = {"epochs_per_batch": "train.epochs"}  # pg updates on each step's samples
     DOMAINS = {"steps": AT_LEAST_1, "prompts_per_step": AT_LEAST_1, "samples_per_prompt": Range(2),
-               "epochs_per_batch": AT_LEAST_1, "clip_low": Range(0, 1), "clip_high": NON_NEGATIVE,
+               "clip_low": Range(0, 1), "clip_high": NON_NEGATIVE,
                "kl_coef": NON_NEGATIVE, "snapshots": AT_LEAST_1}
     steps: int = 100
     prompts_per_step: int = 16
     samples_per_prompt: int = 4  # K: one comparison group of K samples per prompt
     # A_i within a prompt's group: grpo (r − mean) / (std + eps), rloo (leave-one-out mean), drgrpo (r − mean)
     advantage: Literal["grpo", "rloo", "drgrpo"] = "grpo"
-    epochs_per_batch: int = 1  # pg steps on each step's samples (the clip bounds the later ones)
     clip_low: float = 0.2
     clip_high: float = 0.2
     kl_coef: float = 0.0  # k3 KL weight towards π_0 (logged at every value, 0 included)

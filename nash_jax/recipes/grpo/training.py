@@ -1,18 +1,18 @@
-"""One step and the loop around it: K samples of π_θ for each of a step's prompts, their scalar
-rewards, advantages within each prompt's group, the clipped policy-gradient update (k3 KL towards π_0),
-snapshots; `plan_step`, what `nash-jax plan` sizes."""
+"""GRPO's step for the online learner: K samples of π_θ for each of a step's prompts, their scalar
+rewards, advantages within each prompt's group, the clipped policy-gradient update (k3 KL towards π_0,
+which the learner supplies); `plan_step`, what `nash-jax plan` sizes."""
 
 import numpy as np
 
 from nash_jax import data, runs
-from nash_jax.engine import policy_files, prompt_sets
-from nash_jax.parallel.padding import round_up
+from nash_jax.engine import prompt_sets
+from nash_jax.engine.learner import OnlineLearner, OnlineRecipe, Rollout
 from nash_jax.engine.plan import StepShape
+from nash_jax.parallel.padding import round_up
 from nash_jax.recipes.grpo.config import STAGE
 from nash_jax.recipes.grpo.credit import group_credit, rollout_columns, step_batch
-from nash_jax.engine.learner import sampling_settings, start
-from nash_jax.runs.keys import stage_key, stage_seed
 from nash_jax.rollout.sampling import generate, pad_id_of
+from nash_jax.runs.keys import stage_key, stage_seed
 
 
 def train(config, run, prompts, tokenizer, reward, mesh):
@@ -23,22 +23,15 @@ def train(config, run, prompts, tokenizer, reward, mesh):
     if len(ids) < g.prompts_per_step:
         raise ValueError(f"{len(ids)} training prompts make no batch of grpo.prompts_per_step="
                          f"{g.prompts_per_step}; lower it or add prompts")
-    shape = plan_step(config)
-    online = start(config, run, mesh, initial_dir=policy_files.initial_policy_dir(config.model.path, run),
-                   tokenizer_dir=policy_files.tokenizer_source(config.model, run), objective=shape.objective,
-                   total_steps=g.steps * g.epochs_per_batch, **shape.hyperparameters)
-    reference = online.reference_logprobs()
-    step_fn, pad_id = online.step_fn, pad_id_of(tokenizer)
-    sampling = dict(sampling_settings(config, tokenizer, mesh), max_new_tokens=config.sampling.max_new_tokens)
+    shape, pad_id = plan_step(config), pad_id_of(tokenizer)
     epochs = -(-g.steps * g.prompts_per_step // len(ids))
     batches = iter(data.batches([(prompts[i], p) for i, p in zip(kept, ids)], g.prompts_per_step,
                                 epochs=epochs, seed=stage_seed(config.seed, 0, "train"), drop_remainder=True))
-    per_snapshot = g.steps // g.snapshots
 
-    def work(step, state, extra, item):
+    def rollout(learner, step, params, extra, item):
         texts, prompt_ids = (list(column) for column in zip(*item))
-        samples = generate(online.initial, prompt_ids, num_samples=g.samples_per_prompt,
-                           params=state.params, key=stage_key(config.seed, 0, "generate", step), **sampling)
+        samples = generate(learner.initial, prompt_ids, num_samples=g.samples_per_prompt, params=params,
+                           key=stage_key(config.seed, 0, "generate", step), **learner.sampling(tokenizer))
         rollouts = rollout_columns(samples, texts, prompt_ids, tokenizer)
         try:
             rewards = reward.rewards(rollouts["prompt"], rollouts["response"])
@@ -46,21 +39,16 @@ def train(config, run, prompts, tokenizer, reward, mesh):
             raise ValueError(f"scoring grpo step {step + 1}: {err}") from None
         advantages, degenerate = group_credit(rewards, g.samples_per_prompt, g.advantage)
         batch = step_batch(rollouts, advantages, pad_id, shape.rows, shape.length)
-        batch["ref_logp"] = reference(step_fn, batch)
         runs.write_table(run / STAGE / "rollouts" / f"step_{step + 1}.parquet", {
             **{k: rollouts[k] for k in ("prompt", "response", "length")},
             "reward": rewards.tolist(), "advantage": batch["advantage"][:len(rewards)].tolist()})
-        placed = step_fn.place_global(batch)
-        for _ in range(g.epochs_per_batch):
-            state, metrics = step_fn.jitted(state, placed)
-        metrics = {**metrics, "reward_mean": float(rewards.mean()), "reward_std": float(rewards.std()),
-                   "degenerate_share": degenerate, "length_mean": float(np.mean(rollouts["length"])),
-                   "finished_share": float(np.mean(rollouts["finished"]))}
-        if (step + 1) % per_snapshot == 0:
-            online.export(state.params, run / f"iter_{(step + 1) // per_snapshot - 1}" / "policy")
-        return state, extra, metrics
+        return Rollout(batch, {"reward_mean": float(rewards.mean()), "reward_std": float(rewards.std()),
+                               "degenerate_share": degenerate,
+                               "length_mean": float(np.mean(rollouts["length"])),
+                               "finished_share": float(np.mean(rollouts["finished"]))})
 
-    online.loop(STAGE, total=g.steps, work=work, batches=batches)
+    OnlineLearner(config, run, mesh).train(OnlineRecipe(
+        stage=STAGE, steps=g.steps, shape=shape, rollout=rollout, snapshots=g.snapshots, batches=batches))
 
 
 def plan_step(config):

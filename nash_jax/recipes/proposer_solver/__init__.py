@@ -37,13 +37,15 @@ anchors, initial_policy (the tokenizer and the warm start) and report.
 """
 
 from nash_jax.engine import Recipe, register
+from nash_jax.engine.registry import SELF_PLAY_READS
+from nash_jax.engine.learner import snapshot_dirs
 from nash_jax.engine import preparation
 from nash_jax.engine import policy_files
 from nash_jax.recipes.proposer_solver.anchors import EMBED_DIM, embed, evaluate_anchors
 from nash_jax.recipes.proposer_solver.config import (ANCHOR_STAGE, BUILTIN_PROPOSER_SOLVER, STAGE,
                                                      AnchorConfig, ProposerSolverConfig, TaskConfig,
                                                      check, rows_per_step)
-from nash_jax.recipes.proposer_solver.credit import learner_batch, learner_rows, round_metrics
+from nash_jax.recipes.proposer_solver.credit import learner_rows, round_metrics
 from nash_jax.recipes.proposer_solver.game import Game
 from nash_jax.recipes.proposer_solver.initial_policy import warm_start
 from nash_jax.recipes.proposer_solver.report import summary_lines, write_report
@@ -55,7 +57,7 @@ from nash_jax.selfplay import answer_sources
 # the names other modules, tools and tests use
 __all__ = ["ANCHOR_STAGE", "EMBED_DIM", "HELDOUT", "STAGE", "AnchorConfig", "Game", "ProposerSolverConfig",
            "Round", "TaskConfig", "TaskData", "check", "embed", "evaluate_anchors", "heldout_texts",
-           "learner_batch", "learner_rows", "play", "plan_step", "round_metrics", "rows_per_step",
+           "learner_rows", "play", "plan_step", "round_metrics", "rows_per_step",
            "run_proposer_solver", "summary_lines", "task_data", "train", "warm_start",
            "write_report"]
 
@@ -71,14 +73,14 @@ def run_proposer_solver(config, run):
     if config.model.path == BUILTIN_PROPOSER_SOLVER:
         warm_start(config, run, tokenizer, mesh, task)
     game = Game(config, tokenizer, mesh, source)
-    snapshots = [run / f"snapshot_{k}" / "policy" for k in range(ps.anchors.snapshots)]
+    snapshots = snapshot_dirs(run, ps.anchors.snapshots)
     if not run.done(STAGE):
-        train(config, run, task, game, snapshots)
-        run.finish(STAGE, [str(p.relative_to(run.path)) for p in snapshots])
+        train(config, run, task, game)
     return write_report(config, run, task, game, snapshots)
 
 
 register(Recipe(name="proposer_solver", run=run_proposer_solver, section="proposer_solver",
                 section_type=ProposerSolverConfig, check=check, summary=summary_lines,
                 report_options=(), builtin_models=(BUILTIN_PROPOSER_SOLVER,),
-                plan_step=plan_step))
+                plan_step=plan_step,
+                reads=SELF_PLAY_READS))

@@ -39,7 +39,7 @@ def evaluate_anchors(config, game, task, model, extra, heldout, step):
                solve_key=stage_key(config.seed, 0, "anchor_solve", step),
                num_proposals=a.proposals_per_source, where="anchor evaluation")
     metrics.update(round_metrics(ps, rnd))
-    texts = [text for _, text, _ in rnd.proposals]
+    texts = [text for _, text, _ in rnd.records]
     metrics["distinct_2"] = distinct_n(texts, 2)
     clusters = bleu_clusters(texts, ps.repetition_threshold)
     metrics["cluster_entropy"] = float(diversity.cluster_entropy(jnp.asarray(clusters))[0])

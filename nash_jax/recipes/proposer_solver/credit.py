@@ -1,16 +1,16 @@
 """Credit for one round: comparison groups (solvers within their problem, proposers within their source),
 each role's advantages, the rows the update trains on (R-Zero's alternating phases and p̂ band), the
-round's host-side figures, and the policy-gradient batch."""
+round's host-side figures, and the rows the update trains on."""
 
 import numpy as np
 
 from nash_jax.recipes.proposer_solver.rounds import HELDOUT
-from nash_jax.rollout.batches import pg_batch
 from nash_jax.selfplay.episodes import Role, role_advantages
+from nash_jax.selfplay.two_role import trained_rows
 
 
 def learner_rows(config, game, rnd, capacity, proposer_phase, solver_phase):
-    """(rows [(prompt ids, rollout, advantage)] or None, step metrics) of a round's complete episodes."""
+    """(rows [(prompt ids, rollout, advantage)], step metrics) of a round's complete episodes."""
     ps = config.proposer_solver
     lo, hi = ps.band
     if ps.schedule == "alternating":
@@ -21,15 +21,15 @@ def learner_rows(config, game, rnd, capacity, proposer_phase, solver_phase):
     rollouts, roles, groups, rewards, advantage = role_advantages(rnd.episodes, capacity,
                                                                   ps.proposer_advantage, ps.solver_advantage)
     metrics = round_metrics(ps, rnd, rollouts, roles, groups, rewards)
-    rows = [(rnd.prompts[r.uid], r, float(a)) for r, a in zip(rollouts, advantage) if r.trainable]
+    rows = trained_rows(rnd, rollouts, advantage)
     metrics["trained_rows"] = float(len(rows))
-    return (rows or None), metrics
+    return rows, metrics
 
 
 def round_metrics(ps, rnd, rollouts=None, roles=None, groups=None, rewards=None):
     """Host-side figures of one round: validity, p̂, learnability, signal, parsing, pseudo-labels."""
-    n = len(rnd.proposals)
-    valid = [p.valid for _, _, p in rnd.proposals]
+    n = len(rnd.records)
+    valid = [p.valid for _, _, p in rnd.records]
     scored = list(rnd.scored.values())
     p_hat = np.array([s.p_hat for s in scored])
     replies = len(scored) * ps.solvers_per_problem
@@ -40,7 +40,7 @@ def round_metrics(ps, rnd, rollouts=None, roles=None, groups=None, rewards=None)
            "incomplete_episodes": float(rnd.incomplete),
            "cut_solver_replies": float(rnd.cut_replies),
            "unparsed_share": float(sum(s.unparsed for s in scored) / replies) if replies else 0.0,
-           "heldout_collisions": float(sum(p.reason == HELDOUT for _, _, p in rnd.proposals))}
+           "heldout_collisions": float(sum(p.reason == HELDOUT for _, _, p in rnd.records))}
     labelled = [s.label_correct for s in scored if s.label_correct is not None]
     if ps.answer_source == "majority":
         out["pseudo_label_accuracy"] = float(np.mean(labelled)) if labelled else float("nan")
@@ -49,11 +49,3 @@ def round_metrics(ps, rnd, rollouts=None, roles=None, groups=None, rewards=None)
         out["solver_reward"] = float(rewards[solver].mean()) if solver.any() else float("nan")
         out["proposer_reward"] = float(rewards[~solver].mean()) if (~solver).any() else float("nan")
     return out
-
-
-def learner_batch(rows, pad_id, capacity, width=None):
-    """The pg batch of [(prompt ids, rollout, advantage)], padded to `capacity` rows of `width`
-    tokens (rollouts.pg_batch)."""
-    return pg_batch([p for p, _, _ in rows], [r.tokens.tolist() for _, r, _ in rows],
-                    [r.logprobs for _, r, _ in rows], [a for _, _, a in rows], pad_id, capacity,
-                    width)

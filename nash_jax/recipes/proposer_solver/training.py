@@ -1,81 +1,62 @@
-"""The update and the loop around it: what one step trains (`plan_step`, which `nash-jax plan` sizes too)
-and the resumable training stage (sources drawn per step, the alternating schedule's frozen solver,
-anchors every `anchors.eval_every` steps, solver snapshots)."""
+"""Proposer–solver's step for the online learner: `plan_step` (which `nash-jax plan` sizes too), one
+round on the step's sources (the alternating schedule's frozen solver), its credit and batch, and the
+anchors every `anchors.eval_every` steps."""
 
 import jax.numpy as jnp
-import numpy as np
 
-from nash_jax.engine import policy_files
-from nash_jax.engine.learner import copy, pg_step_shape, start
+from nash_jax.engine.learner import OnlineLearner, OnlineRecipe, Rollout, copy, pg_step_shape
 from nash_jax.recipes.proposer_solver.anchors import EMBED_DIM, evaluate_anchors
 from nash_jax.recipes.proposer_solver.config import ANCHOR_STAGE, STAGE, rows_per_step
-from nash_jax.recipes.proposer_solver.credit import learner_batch, learner_rows
+from nash_jax.recipes.proposer_solver.credit import learner_rows
 from nash_jax.recipes.proposer_solver.rounds import play
 from nash_jax.recipes.proposer_solver.task import heldout_texts
-from nash_jax.runs.keys import stage_key
-from nash_jax.runs.metrics import defined_metrics
 from nash_jax.rollout.sampling import pad_id_of
+from nash_jax.runs.keys import stage_key
+from nash_jax.selfplay.two_role import rows_batch
 
 
-def train(config, run, task, game, snapshots):
+def train(config, run, task, game):
     ps, a = config.proposer_solver, config.proposer_solver.anchors
-    step = plan_step(config)
-    online = start(config, run, game.mesh, initial_dir=policy_files.initial_policy_dir(config.model.path, run),
-                   tokenizer_dir=policy_files.tokenizer_source(config.model, run), objective=step.objective,
-                   total_steps=ps.steps, **step.hyperparameters)
-    model_def, step_fn = online.model_def, online.step_fn
-    reference = online.reference_logprobs() if ps.kl_coef > 0 else None
-    held = heldout_texts(task)
-    pad_id = pad_id_of(game.tokenizer)
-    capacity, width = rows_per_step(ps), step.length
-    per_snapshot = ps.steps // a.snapshots
+    shape, held = plan_step(config), heldout_texts(task)
+    pad_id, capacity = pad_id_of(game.tokenizer), rows_per_step(ps)
+    alternating = ps.schedule == "alternating"
 
-    def anchors(step, params, extra):
-        metrics, extra = evaluate_anchors(config, game, task, model_def.merge(params), extra, held,
-                                            step)
-        run.log_metrics(ANCHOR_STAGE, step, defined_metrics(metrics))
-        return extra
+    def anchors(learner, step, params, extra):
+        return evaluate_anchors(config, game, task, learner.policy(params), extra, held, step)
 
-    def work(step, state, extra, _):
-        if step % a.eval_every == 0:
-            extra = anchors(step, state.params, extra)
-        proposer_phase = solver_phase = True
-        if ps.schedule == "alternating":
-            proposer_phase = (step // ps.phase_steps) % 2 == 0
-            solver_phase = not proposer_phase
-            if proposer_phase and step % ps.phase_steps == 0:
-                extra = {**extra, "frozen_solver": copy(state.params)}
-        policy = model_def.merge(state.params)
-        solver = model_def.merge(extra["frozen_solver"]) if ps.schedule == "alternating" and \
-            proposer_phase else policy
-        rng = np.random.default_rng([config.seed, step])
+    def phases(step):
+        """(proposer trains, solver trains) at `step`: both, or R-Zero's alternating phases."""
+        if not alternating:
+            return True, True
+        proposer = (step // ps.phase_steps) % 2 == 0
+        return proposer, not proposer
+
+    def rollout(learner, step, params, extra, item):
+        proposer_phase, solver_phase = phases(step)
+        if alternating and proposer_phase and step % ps.phase_steps == 0:
+            extra = {**extra, "frozen_solver": copy(params)}
+        policy = learner.policy(params)
+        solver = learner.policy(extra["frozen_solver"]) if alternating and proposer_phase else policy
+        rng = learner.host_rng(step, "sources")
         chosen = [task.sources[i] for i in rng.choice(len(task.sources), size=ps.sources_per_step,
                                                       replace=len(task.sources) < ps.sources_per_step)]
         episode = play(config, game, chosen, policy, solver, step, held,
                        propose_key=stage_key(config.seed, 0, "propose", step),
-                       solve_key=stage_key(config.seed, 0, "solve", step),
-                       crash_prefix=STAGE)
+                       solve_key=stage_key(config.seed, 0, "solve", step), crash_prefix=STAGE)
         rows, info = learner_rows(config, game, episode, capacity, proposer_phase, solver_phase)
-        if rows is None:
-            metrics = {"loss": 0.0, "skipped_update": 1.0}
-        else:
-            batch = learner_batch(rows, pad_id, capacity, width)
-            if reference is not None:
-                batch["ref_logp"] = reference(step_fn, batch)
-            state, metrics = step_fn.jitted(state, step_fn.place_global(batch))
-            metrics = dict(metrics)
-        metrics.update(info, phase=float(solver_phase and not proposer_phase))
-        metrics = defined_metrics(metrics)
-        if (step + 1) % per_snapshot == 0:
-            online.export(state.params, snapshots[(step + 1) // per_snapshot - 1])
-        return state, extra, metrics
+        return Rollout(rows_batch(rows, pad_id, capacity, shape.length),
+                       {**info, "phase": float(solver_phase and not proposer_phase)}, extra)
 
-    extra = {"archive": jnp.zeros((a.archive_size, EMBED_DIM), jnp.float32),
-             "archive_count": jnp.int32(0)}
-    if ps.schedule == "alternating":
-        extra["frozen_solver"] = copy(online.state.params)
-    state, extra = online.loop(STAGE, total=ps.steps, work=work, extra=extra)
-    anchors(ps.steps, state.params, extra)
+    def initial_extra(learner):
+        extra = {"archive": jnp.zeros((a.archive_size, EMBED_DIM), jnp.float32),
+                 "archive_count": jnp.int32(0)}
+        if alternating:
+            extra["frozen_solver"] = copy(learner.state.params)
+        return extra
+
+    OnlineLearner(config, run, game.mesh).train(OnlineRecipe(
+        stage=STAGE, steps=ps.steps, shape=shape, rollout=rollout, snapshots=a.snapshots,
+        evaluate=anchors, eval_every=a.eval_every, eval_stage=ANCHOR_STAGE, extra=initial_extra))
 
 
 def plan_step(config):
