@@ -13,6 +13,7 @@ LAYERS = [
     ["nash_jax.core"],                       # pure math: imports nothing of the package
     ["nash_jax.parallel"],                   # mesh, sharding rules, buckets
     ["nash_jax.runs"],                       # run directories, atomic files, checkpoints
+    ["nash_jax.sandbox"],                    # running policy-written code: the security boundary
     ["nash_jax.train"],                      # optimisers, state, objectives, the one step
     ["nash_jax.config"],                     # the run config's schema and loader
     ["nash_jax.models"],                     # decoders, encoders, HF in/out, GGUF

@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nash_jax.selfplay.sandbox import SandboxLimits, protections, run_tests
+from nash_jax.sandbox.sandbox import SandboxLimits, protections, run_tests
 from nash_jax.selfplay.ssr_patch import apply_patch, is_test_file, patched_files
 
 CHECKS = ("oracle_files", "patches_apply", "collects", "passes_on_original", "changes_source_files",

@@ -9,7 +9,7 @@ good solver writes. Both warm-start the policy on the patch format before self-p
 A mutant is kept when its bug makes at least one previously passing test fail, no test file fails to
 import, and the weakened suite passes: two pytest runs in a temporary copy, the outcome of each test
 read from pytest's JUnit XML, never from what the code prints. Both run in the sandbox
-(selfplay.sandbox), as every run of code that a mutation or a policy wrote does.
+(sandbox.sandbox), as every run of code that a mutation or a policy wrote does.
 
 An artifact directory holds ARTIFACT_FILES (plus `repair.diff`, the solver's demonstration);
 `Demonstration.text` is the same artifact in the policy's text form. Build some from the command line:
@@ -26,9 +26,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from nash_jax.selfplay import sandbox
+from nash_jax.sandbox import sandbox
 from nash_jax.selfplay.mutations import Mutant, mutants, unified_diff
-from nash_jax.selfplay.sandbox import SandboxLimits
+from nash_jax.sandbox.sandbox import SandboxLimits
 from nash_jax.selfplay.ssr_artifact import FILES, Artifact, policy_text, write_artifact_dir
 from nash_jax.tasks import code_repositories
 
@@ -71,7 +71,7 @@ class Demonstration:
 
 def run_tests(directory, timeout_s=TEST_TIMEOUT_S):
     """{node id: "passed" | "failed" | "skipped"} of one sandboxed pytest run of every test file in
-    `directory` (selfplay.sandbox; an error counts as a failure), and whether every test module was
+    `directory` (sandbox.sandbox; an error counts as a failure), and whether every test module was
     collected within the run's limits: a mutant that loops forever is no demonstration. Its CPU limit,
     not the wall clock, stops a loop, so which mutants are kept does not depend on how busy the
     machine is."""

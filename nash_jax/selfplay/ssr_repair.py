@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from nash_jax.selfplay.sandbox import SandboxLimits, run_tests
+from nash_jax.sandbox.sandbox import SandboxLimits, run_tests
 from nash_jax.selfplay.ssr_patch import apply_patch, is_test_file, patched_files, reversed_diff
 
 

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from nash_jax.selfplay import ssr_artifact, ssr_checks, ssr_patch, ssr_repair
-from nash_jax.selfplay.sandbox import SandboxLimits
+from nash_jax.sandbox.sandbox import SandboxLimits
 from tests.selfplay import ssr_repos as repos
 
 LIMITS = SandboxLimits(wall_s=20, cpu_s=10)

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, POSITIVE, PROBABILITY, Range
-from nash_jax.selfplay.sandbox import SandboxLimits
+from nash_jax.sandbox.sandbox import SandboxLimits
 from nash_jax.selfplay.ssr_checks import CheckSettings
 from nash_jax.tasks import generated_repos
 
@@ -18,7 +18,7 @@ ANCHOR_STAGE = "bug_injection_anchors"
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    """selfplay.sandbox.SandboxLimits of every test run (a run that hits one is invalid)."""
+    """sandbox.sandbox.SandboxLimits of every test run (a run that hits one is invalid)."""
     DOMAINS = {"wall_s": POSITIVE, "cpu_s": AT_LEAST_1, "memory_mb": AT_LEAST_1,
                "output_kb": AT_LEAST_1, "processes": AT_LEAST_1}
     wall_s: float = 30.0

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from nash_jax.selfplay import sandbox
-from nash_jax.selfplay.sandbox import SandboxLimits, run_tests
-from nash_jax.selfplay.sandbox_report import junit_outcomes
+from nash_jax.sandbox import sandbox
+from nash_jax.sandbox.sandbox import SandboxLimits, run_tests
+from nash_jax.sandbox.sandbox_report import junit_outcomes
 from tests.selfplay import ssr_repos as repos
 
 # Tight limits but a generous wall, so that a loaded machine does not turn a threat that should hit

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nash_jax.selfplay.sandbox_report import junit_outcomes
+from nash_jax.sandbox.sandbox_report import junit_outcomes
 
 # Inside the namespaces the first process is sandbox_init (the filesystem view, then pytest as the
 # unprivileged uid); unshare's --kill-child takes it, and so the whole namespace, down with unshare.
