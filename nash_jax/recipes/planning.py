@@ -7,7 +7,7 @@ from nash_jax import recipes
 from nash_jax.parallel.padding import bucket_size
 from nash_jax.setup import plan as planner
 from nash_jax.setup.components import optimizer_config
-from nash_jax.tasks import builtin_models
+from nash_jax.tasks import registry as builtin_models
 
 
 def plan_inputs(config, shape=None):

@@ -12,7 +12,7 @@ from nash_jax.runs import stage_seed
 from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.recipes import planning
 from nash_jax.recipes.loop import fit_rows
-from nash_jax.tasks import synthetic
+from nash_jax.tasks.synthetic import synthetic
 from nash_jax.train import OptimizerConfig
 
 

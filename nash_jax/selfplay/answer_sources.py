@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nash_jax.core.advantages import majority_vote
-from nash_jax.selfplay import arithmetic, documents
+from nash_jax.tasks.arithmetic import arithmetic
+from nash_jax.tasks.documents import documents
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ class DocumentTask(TermsPrompts):
 # proposer_prompt(source) and solver_prompt(problem) (the user messages; the chat template is the
 # tokenizer's).
 TASKS = {"arithmetic": ArithmeticTask, "document": DocumentTask,
-         "arithmetic_chat": "nash_jax.tasks.arithmetic_chat:ArithmeticChatTask"}
+         "arithmetic_chat": "nash_jax.tasks.arithmetic.arithmetic_chat:ArithmeticChatTask"}
 
 
 def task_class(name):

@@ -9,7 +9,7 @@ from pathlib import Path
 from nash_jax import data, judges, parallel, runs, tasks
 from nash_jax.models import hf
 from nash_jax.models.tokenizer import load_tokenizer
-from nash_jax.tasks import builtin_models
+from nash_jax.tasks import registry as builtin_models
 from nash_jax.train import OptimizerConfig
 
 

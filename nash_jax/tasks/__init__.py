@@ -8,8 +8,8 @@ import importlib
 
 # data.path -> (module, its prompt_texts(n, seed) function)
 BUILTIN_PROMPTS = {
-    "builtin:synthetic": ("nash_jax.tasks.synthetic", "prompt_texts"),
-    "builtin:arithmetic": ("nash_jax.tasks.arithmetic_questions", "prompt_texts"),
+    "builtin:synthetic": ("nash_jax.tasks.synthetic.synthetic", "prompt_texts"),
+    "builtin:arithmetic": ("nash_jax.tasks.arithmetic.arithmetic_questions", "prompt_texts"),
 }
 
 

@@ -19,7 +19,7 @@ from nash_jax.setup.components import optimizer_config
 from nash_jax.recipes.preparation import prepare
 from nash_jax.rollout.batches import token_batch
 from nash_jax.rollout.sampling import eos_ids_of, generate, pad_id_of
-from nash_jax.tasks import synthetic
+from nash_jax.tasks.synthetic import synthetic
 from nash_jax.train import Objective, init_train_state, make_optimizer, make_step
 from nash_jax.train import objectives
 

@@ -4,7 +4,9 @@
 import numpy as np
 import pytest
 
-from nash_jax.selfplay import answer_sources, documents, vocabulary
+from nash_jax.selfplay import answer_sources
+from nash_jax.tasks.arithmetic import vocabulary
+from nash_jax.tasks.documents import documents
 from nash_jax.selfplay.answer_sources import Source
 
 DOC = "the town alder has 12 bridges and 7 schools ."

@@ -30,7 +30,7 @@ from nash_jax.recipes import game_selfplay as recipe  # noqa: E402
 from nash_jax.recipes.online import start  # noqa: E402
 from nash_jax.rollout.sampling import pad_id_of  # noqa: E402
 from nash_jax.runs import RunDir  # noqa: E402
-from nash_jax.selfplay import games as games_lib  # noqa: E402
+from nash_jax.tasks.games import games as games_lib  # noqa: E402
 from nash_jax.setup import components  # noqa: E402
 
 

@@ -14,7 +14,7 @@ from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player, 
 from nash_jax.recipes.online import pg_step_shape, start
 from nash_jax.runs.keys import stage_key, stage_seed
 from nash_jax.rollout.sampling import pad_id_of
-from nash_jax.selfplay import games as games_lib
+from nash_jax.tasks.games import games as games_lib
 
 
 def train(config, run, text_games, tokenizer, evaluators, mesh):
