@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nash_jax.judges.base import RewardModel
+from nash_jax.selfplay.answer_sources import Proposal, TermsPrompts
 
 MAX_ANSWER = 99  # answers are written as one number word of the task's vocabulary
 MAX_INTERMEDIATE = 10_000
@@ -208,3 +209,19 @@ def malformed_problem(rng):
     """A proposal outside the grammar or its bounds, as an untrained proposer writes them."""
     a, b = (int(x) for x in rng.integers(0, 10, size=2))
     return [f"{a} +", f"( {a} * {b}", f"{a} / 0", f"{a} {b}", f"99 * 99 * {b + 2}"][rng.integers(5)]
+
+
+class ArithmeticTask(TermsPrompts):
+    """The proposer–solver task (`proposer_solver.task.name: arithmetic`): a proposal is valid when
+    the grammar parses it, its gold answer is the parser's value, a reply's answer its first integer."""
+
+    name, kind, labelled_by = "arithmetic", "seed", "verifier"
+
+    def check(self, source, text):
+        parsed = parse_problem(text)
+        if not parsed.ok:
+            return Proposal(False, parsed.reason)
+        return Proposal(True, "", parsed.canonical, parsed.answer, parsed.answer)
+
+    def read(self, reply):
+        return extract_answer(reply)

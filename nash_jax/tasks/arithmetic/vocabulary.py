@@ -2,13 +2,13 @@
 `tokenizers` library and loaded through transformers like any other. It ships beside this file;
 `build_tokenizer` rebuilds it and a test checks the shipped copy."""
 
-from pathlib import Path
 
 from nash_jax.models.tokenizer import build_word_tokenizer
 from nash_jax.tasks.arithmetic import arithmetic
 from nash_jax.tasks.documents import documents
+from nash_jax.tasks import registry
 
-TOKENIZER_DIR = Path(__file__).with_name("proposer_solver_tokenizer")
+TOKENIZER_DIR = registry.MODELS["builtin:proposer_solver"].tokenizer_dir
 PROMPT_WORDS = ("role:", "proposer", "solver", "source:", "seed", "document", "document:", "problem:",
                 "write", "a", "new", "problem", "question", "and", "its", "answer", "from", "the", "=")
 NUMBERS = tuple(str(n) for n in range(arithmetic.MAX_ANSWER + 1))

@@ -22,6 +22,7 @@ import numpy as np
 
 from nash_jax.data import quietly
 from nash_jax.runs.files import reading_text
+from nash_jax.selfplay.answer_sources import Proposal, TermsPrompts
 
 NAMES = ("alder", "bell", "corin", "dunmore", "elsby", "fenwick", "garth", "holm", "ivel", "jarrow",
          "kesh", "lorn", "marsk", "nolt", "orrin", "pell")
@@ -125,3 +126,23 @@ def demonstration(document, rng):
     kind, name = d[1], d[2]
     n, feature = (d[4], d[5]) if rng.random() < 0.5 else (d[7], d[8])
     return f"question: how many {feature} does the {kind} {name} have ? answer: {n}"
+
+
+class DocumentTask(TermsPrompts):
+    """The proposer–solver task (`proposer_solver.task.name: document`): a proposal is valid when it is
+    "question: ... answer: ..." with the answer grounded in the source document (`check_grounded`)."""
+
+    name, kind, labelled_by = "document", "document", "document"
+
+    def check(self, source, text):
+        parsed = parse_proposal(text)
+        if parsed is None:
+            return Proposal(False, "not 'question: ... answer: ...'")
+        question, answer = parsed
+        reason = check_grounded(source.text, question, answer)
+        if reason:
+            return Proposal(False, reason)
+        return Proposal(True, "", question, answer, answer)
+
+    def read(self, reply):
+        return normalise_reply(reply) or None

@@ -22,14 +22,14 @@ import difflib
 import importlib
 import io
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pyspiel
 
 from nash_jax.models.tokenizer import build_word_tokenizer
+from nash_jax.tasks import registry
 
-TOKENIZER_DIR = Path(__file__).with_name("games_tokenizer")
+TOKENIZER_DIR = registry.MODELS["builtin:game"].tokenizer_dir
 
 SHIPPED_GAMES = ("kuhn_poker", "leduc_poker", "tic_tac_toe")
 # Actions as single words; games not listed use OpenSpiel's action string, lower-cased.

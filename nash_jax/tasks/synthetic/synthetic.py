@@ -12,7 +12,6 @@ The tokenizer (word level, built with the `tokenizers` library) ships beside thi
 transformers like any other; `build_tokenizer` rebuilds it, and a test checks the shipped copy.
 """
 
-from pathlib import Path
 
 import numpy as np
 from scipy.special import expit
@@ -20,8 +19,9 @@ from scipy.special import expit
 from nash_jax.core import game
 from nash_jax.judges.base import PreferenceModel
 from nash_jax.models.tokenizer import build_word_tokenizer
+from nash_jax.tasks import registry
 
-TOKENIZER_DIR = Path(__file__).with_name("synthetic_tokenizer")
+TOKENIZER_DIR = registry.MODELS["builtin:synthetic"].tokenizer_dir
 
 STYLES = ("plain", "witty", "formal", "poetic")
 CLASSES = (*STYLES, "off-task")
