@@ -91,10 +91,7 @@ def model_config(model, shape=None, *, warm_start=None, builtin_tokenizer=None):
         from nash_jax.models.tokenizer import load_tokenizer
         w = warm_start
         tokenizer = load_tokenizer(builtin_tokenizer or builtin_models.get(m.path).tokenizer_dir)
-        values = dict(model_type="llama", vocab_size=len(tokenizer),
-                      hidden_size=w.hidden_size, intermediate_size=2 * w.hidden_size,
-                      num_hidden_layers=w.num_layers, num_attention_heads=4, num_key_value_heads=2,
-                      head_dim=w.hidden_size // 4)  # as recipes.preparation.tiny_llama builds it
+        values = builtin_models.tiny_llama_values(len(tokenizer), w.hidden_size, w.num_layers)
         source = f"the warm-start model of {m.path}"
     elif (Path(m.path) / "config.json").is_file():
         values, source = hf.read_config(m.path), str(Path(m.path) / "config.json")
