@@ -13,12 +13,14 @@ LAYERS = [
     ["nash_jax.core"],                       # pure math: imports nothing of the package
     ["nash_jax.parallel"],                   # mesh, sharding rules, buckets
     ["nash_jax.runs"],                       # run directories, atomic files, checkpoints
+    ["nash_jax.sandbox"],                    # running policy-written code: the security boundary
     ["nash_jax.train"],                      # optimisers, state, objectives, the one step
     ["nash_jax.config"],                     # the run config's schema and loader
     ["nash_jax.models"],                     # decoders, encoders, HF in/out, GGUF
     ["nash_jax.data", "nash_jax.judges.base"],  # prompt datasets; the judge contracts
     ["nash_jax.rollout"],                    # the sampler, sample columns, batches
-    ["nash_jax.judges", "nash_jax.tasks", "nash_jax.selfplay"],
+    ["nash_jax.selfplay"],                   # generic self-play: episodes, groups, diversity, the two-role round
+    ["nash_jax.judges", "nash_jax.tasks"],   # judges; the task families and their registry
     ["nash_jax.evaluation"],
     ["nash_jax.reporting"],
     ["nash_jax.engine"],                     # what every recipe runs on: registry, loop, learner, plan
@@ -84,6 +86,21 @@ def test_every_module_has_a_layer_and_the_top_level_holds_packages_only():
     assert not loose, f"modules at the top of the package (put each in its layer's package): {loose}"
     for name, _ in modules():
         assert layer_of(name) is not None, name
+
+
+def test_selfplay_names_no_task_family():
+    """selfplay/ is generic: it imports nothing of tasks/, not even through a string ("module:Class",
+    importlib); the task families register with it instead."""
+    found = []
+    for name, path in modules():
+        if name.startswith("nash_jax.selfplay"):
+            found += [f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}"
+                      for line, target in imported(name, path) if target.startswith("nash_jax.tasks")]
+            found += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno} names {node.value!r}"
+                      for node in ast.walk(ast.parse(path.read_text()))
+                      if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                      and ("nash_jax.tasks" in node.value or "nash_jax/tasks" in node.value)]
+    assert not found, "selfplay/ reaches into tasks/:\n" + "\n".join(found)
 
 
 def _names_recipe(node):

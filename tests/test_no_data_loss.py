@@ -306,7 +306,7 @@ def test_a_resumed_training_loop_logs_each_step_once(tmp_path):
 
 
 def test_an_unknown_openspiel_game_is_one_short_line(capfd):
-    from nash_jax.selfplay.games import TextGame
+    from nash_jax.tasks.games.games import TextGame
 
     with pytest.raises(ValueError) as err:
         TextGame("kuhn_pokr")
@@ -319,7 +319,7 @@ def test_an_unknown_openspiel_game_is_one_short_line(capfd):
 def test_a_file_that_is_not_utf8_is_named_in_its_error(tmp_path, reader):
     from nash_jax import data
     from nash_jax.cli import read_judge_requests
-    from nash_jax.selfplay import documents
+    from nash_jax.tasks.documents import documents
 
     path = tmp_path / "latin1.jsonl"
     column = {"prompts": "prompt", "judge requests": "prompt", "corpus": "text"}[reader]

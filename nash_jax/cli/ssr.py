@@ -2,7 +2,7 @@
 
 
 def ssr_validate_command(args):
-    from nash_jax.selfplay.ssr_validate import ssr_validate
+    from nash_jax.tasks.code.ssr_validate import ssr_validate
 
     return ssr_validate(args.artifact_dir, as_json=args.json)
 

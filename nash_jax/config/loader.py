@@ -178,7 +178,7 @@ def build_run_config(values):
     check_choice("recipe", recipe, recipe_names())
     check_sections(recipe, values)
     config = build(run_config_type(recipe), values)
-    check_reads(config)
+    check_reads(recipe, config)
     return config
 
 

@@ -88,17 +88,18 @@ def section_names(recipe):
     return own, {entry[0] for entry in _RECIPES.values() if entry} - {own}
 
 
-def check_reads(config):
-    """ValueError naming a shared field that `config` sets away from its default but its recipe does
-    not read (registered `reads`): a setting nothing reads is an error, not a silent no-op."""
-    for section, read in _READS.get(config.recipe, {}).items():
-        values = getattr(config, section)
+def check_reads(recipe, built):
+    """ValueError naming a shared field that the built run config `built` of `recipe` sets away from
+    its default but the recipe does not read (its registered `reads`): a setting nothing reads is an
+    error, not a silent no-op."""
+    for section, read in _READS.get(recipe, {}).items():
+        values = getattr(built, section)
         for f in dataclasses.fields(values):
             default = f.default_factory() if f.default is dataclasses.MISSING else f.default
             if f.name not in read and getattr(values, f.name) != default:
                 reads = ", ".join(sorted(read)) or "none of them"
-                raise ValueError(f"{section}.{f.name}={getattr(values, f.name)!r}: recipe {config.recipe} "
-                                 f"does not read it (of {section}.* it reads {reads}); leave it unset")
+                raise ValueError(f"{section}.{f.name}={getattr(values, f.name)!r}: recipe {recipe} does "
+                                 f"not read it (of {section}.* it reads {reads}); leave it unset")
 
 
 def section_owner(section):

@@ -7,13 +7,13 @@ from nash_jax import judges, tasks
 from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.models import hf
 from nash_jax.models.tokenizer import tokenizer_problem
-from nash_jax.tasks import builtin_models
+from nash_jax.tasks import registry as builtin_models
 
 
 def check_paths(config, recipe_models=(BUILTIN_SYNTHETIC,)):
     """Every local path the config names, and the policy's architecture, checked before anything
     starts (FileNotFoundError or ValueError naming the key, the path and what was expected there).
-    `recipe_models`: the built-in models (tasks.builtin_models) the recipe can warm-start."""
+    `recipe_models`: the built-in models (tasks.registry) the recipe can warm-start."""
     model_dir = config.model.path not in recipe_models
     if model_dir:
         check_policy_dir(config, recipe_models)

@@ -40,7 +40,7 @@ from nash_jax import parallel
 from nash_jax.config import parse_bytes
 from nash_jax.models import hf
 from nash_jax.models.llama import Llama, LlamaConfig
-from nash_jax.tasks import builtin_models
+from nash_jax.tasks import registry as builtin_models
 from nash_jax.train import OptimizerConfig, make_optimizer
 
 # config.json of models whose directory need not be on this machine (`nash-jax plan --shape NAME`)
@@ -79,7 +79,7 @@ def size_text(n):
 
 def model_config(model, shape=None, *, warm_start=None, builtin_tokenizer=None):
     """(the policy's LlamaConfig, where its shape came from): a preset's, the model directory's
-    config.json, or a built-in task's warm-start model (model.path a tasks.builtin_models name, sized by
+    config.json, or a built-in task's warm-start model (model.path a tasks.registry name, sized by
     the `warm_start` section; `builtin_tokenizer` the tokenizer to size it for, by default that
     model's). `model`: the run's model section (path, dtypes, remat)."""
     m = model
@@ -91,10 +91,7 @@ def model_config(model, shape=None, *, warm_start=None, builtin_tokenizer=None):
         from nash_jax.models.tokenizer import load_tokenizer
         w = warm_start
         tokenizer = load_tokenizer(builtin_tokenizer or builtin_models.get(m.path).tokenizer_dir)
-        values = dict(model_type="llama", vocab_size=len(tokenizer),
-                      hidden_size=w.hidden_size, intermediate_size=2 * w.hidden_size,
-                      num_hidden_layers=w.num_layers, num_attention_heads=4, num_key_value_heads=2,
-                      head_dim=w.hidden_size // 4)  # as engine.preparation.tiny_llama builds it
+        values = builtin_models.tiny_llama_values(len(tokenizer), w.hidden_size, w.num_layers)
         source = f"the warm-start model of {m.path}"
     elif (Path(m.path) / "config.json").is_file():
         values, source = hf.read_config(m.path), str(Path(m.path) / "config.json")

@@ -7,7 +7,7 @@ from nash_jax import engine
 from nash_jax.parallel.padding import bucket_size
 from nash_jax.engine import plan as planner
 from nash_jax.engine.policy_files import optimizer_config
-from nash_jax.tasks import builtin_models
+from nash_jax.tasks import registry as builtin_models
 
 
 def plan_inputs(config, shape=None):

@@ -7,7 +7,7 @@ from nash_jax import parallel
 from nash_jax.models import hf
 from nash_jax.models.export import export_policy  # noqa: F401  (policy files out, beside those in)
 from nash_jax.models.tokenizer import load_tokenizer
-from nash_jax.tasks import builtin_models
+from nash_jax.tasks import registry as builtin_models
 from nash_jax.train import OptimizerConfig
 
 

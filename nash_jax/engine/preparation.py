@@ -1,18 +1,21 @@
 """What a run needs before its first stage: the mesh, the tokenizer, the prompt splits and the judge,
 and, on the synthetic task, the initial policy π_0 warm-started by a short supervised fit."""
 
+import dataclasses
 import numpy as np
 from flax import nnx
 
 from nash_jax.engine import judging, policy_files, prompt_sets
 from nash_jax.config import BUILTIN_SYNTHETIC
-from nash_jax.models.llama import Llama, LlamaConfig
+from nash_jax.models.hf_config import config_from_hf
+from nash_jax.models.llama import Llama
 from nash_jax.rollout.batches import token_batch
 from nash_jax.runs import stage_seed
 from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.engine import planning
 from nash_jax.engine.loop import fit_rows
-from nash_jax.tasks import synthetic
+from nash_jax.tasks.registry import tiny_llama_values
+from nash_jax.tasks.synthetic import synthetic
 from nash_jax.train import OptimizerConfig
 
 
@@ -56,10 +59,10 @@ def warm_start(config, run, tokenizer, mesh):
 def tiny_llama(config, tokenizer):
     """A freshly initialised Llama of the `warm_start` section's size for `tokenizer`'s vocabulary."""
     w = config.warm_start
-    llama = LlamaConfig(vocab_size=len(tokenizer), hidden_size=w.hidden_size,
-                        intermediate_size=2 * w.hidden_size, num_layers=w.num_layers, num_heads=4,
-                        num_kv_heads=2, head_dim=w.hidden_size // 4)
-    return Llama(llama, rngs=nnx.Rngs(config.seed))
+    llama = config_from_hf(tiny_llama_values(len(tokenizer), w.hidden_size, w.num_layers),
+                           source="tasks.registry.tiny_llama_values")
+    # exported from its fields (hf_config_from), as before, not from the values it was built from
+    return Llama(dataclasses.replace(llama, hf_config={}), rngs=nnx.Rngs(config.seed))
 
 
 def fit_demonstrations(config, run, model, demonstrations, tokenizer, tokenizer_dir, mesh):

@@ -23,7 +23,7 @@ class Recipe:
     check: Callable | None = None  # check(config): relations between fields, before anything starts
     summary: Callable | None = None  # summary(report dict) -> lines `nash-jax run` prints at the end;
     #                                  default: report.summary_lines (the cross-iterate win rates)
-    # the built-in models (tasks.builtin_models) whose warm start the recipe makes
+    # the built-in models (tasks.registry) whose warm start the recipe makes
     builtin_models: tuple = (config_lib.BUILTIN_SYNTHETIC,)
     plan_step: Callable | None = None  # plan_step(config) -> plan.StepShape of one update (what
     #                                    `nash-jax plan` sizes); None: plan refuses it

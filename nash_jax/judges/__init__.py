@@ -88,7 +88,7 @@ CHECKS = {"synthetic": _no_check, "file": _check_file, "pairrm": _check_pairrm, 
 # builders
 
 def _synthetic(judge_config, mesh, key):
-    from nash_jax.tasks import synthetic
+    from nash_jax.tasks.synthetic import synthetic
 
     return synthetic.SyntheticOracle()
 

@@ -30,7 +30,7 @@ from nash_jax.engine.learner import OnlineLearner, OnlineRecipe, Rollout, copy
 from nash_jax.engine.preparation import prepare
 from nash_jax.rollout.batches import token_batch
 from nash_jax.rollout.sampling import generate, mixture_generate, pad_id_of
-from nash_jax.tasks import synthetic_eval
+from nash_jax.tasks.synthetic import synthetic_eval
 from nash_jax.train import make_logprobs
 
 STAGE = "nash_md"

@@ -29,7 +29,7 @@ from nash_jax.engine.policy_files import optimizer_config
 from nash_jax.engine.preparation import prepare
 from nash_jax.rollout.batches import sample_rows, token_batch
 from nash_jax.rollout.sampling import pad_id_of
-from nash_jax.tasks import synthetic_eval
+from nash_jax.tasks.synthetic import synthetic_eval
 
 
 @dataclass(frozen=True)

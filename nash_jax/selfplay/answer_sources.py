@@ -4,19 +4,24 @@ An answer source checks a proposal (`check` → Proposal: valid or not, with a r
 solvers see, the gold answer) and scores the M solver replies to one valid proposal once all of them
 are in (`score` → Scored: correctness per reply, p̂, the label used, what could not be parsed):
 
-  verifier  (`arithmetic`) a program parses the problem, computes its exact answer and compares each
-            reply's integer exactly. p̂ = share of correct replies.
-  document  (SPICE) the proposer reads a document and writes a question with a gold answer; valid only
-            when the answer is grounded in the document (documents.check_grounded). Solvers never see
+  verifier  a program (the task's `check`) parses the problem and computes its exact answer; a reply is
+            right when the answer the task reads from it (`read`) equals it. p̂ = share of correct replies.
+  document  (SPICE) the proposer reads a document and writes a question with a gold answer; the task's
+            `check` makes it valid only when the answer is grounded in the document. Solvers never see
             the document. p̂ = share of replies equal to the gold answer.
   majority  (R-Zero) no external label: the solvers' majority answer is the label (ties to the answer
             seen first), a reply is right when it agrees with it, p̂ = majority share (over all M
-            replies). Where the task has a checker (arithmetic's parser, a document's gold answer) the
+            replies). Where the task has a checker (a parser's answer, a document's gold answer) the
             proposal carries it as `checker`, so the recipe can log how often the pseudo-label is right.
 
+A task says what a proposal is and how a reply is read: a class with name, kind ("seed" or "document"),
+labelled_by (the answer source that reads its gold answer), check(source, text) -> Proposal,
+read(reply), proposer_prompt(source) and solver_prompt(problem) (the user messages; the chat template is
+the tokenizer's). The task families register theirs by name (`register_task`) for a run config to name;
+this module knows none of them.
+
 Sources (`Source`) are what a proposer writes from: a seed problem or a document; comparison groups of
-proposers are keyed by the source id. Prompts name the role and the kind of source and go through the
-tokenizer's chat template.
+proposers are keyed by the source id.
 """
 
 import importlib
@@ -25,7 +30,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from nash_jax.core.advantages import majority_vote
-from nash_jax.selfplay import arithmetic, documents
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ def solver_prompt(kind, problem):
 
 
 # ---------------------------------------------------------------------------------------------------
-# the tasks: how a proposal is checked and how a reply is read
+# the tasks: how a proposal is checked and how a reply is read (registered by the task families)
 
 class TermsPrompts:
     """The tiny policies' prompts: the role and the source in the task's own terms (proposer_prompt,
@@ -80,49 +84,19 @@ class TermsPrompts:
         return solver_prompt(self.kind, problem)
 
 
-class ArithmeticTask(TermsPrompts):
-    name, kind, labelled_by = "arithmetic", "seed", "verifier"
-
-    def check(self, source, text):
-        parsed = arithmetic.parse_problem(text)
-        if not parsed.ok:
-            return Proposal(False, parsed.reason)
-        return Proposal(True, "", parsed.canonical, parsed.answer, parsed.answer)
-
-    def read(self, reply):
-        return arithmetic.extract_answer(reply)
+# Tasks by name: a class, or "module:Class" for one imported only when a run names it.
+TASKS = {}
 
 
-class DocumentTask(TermsPrompts):
-    name, kind, labelled_by = "document", "document", "document"
-
-    def check(self, source, text):
-        parsed = documents.parse_proposal(text)
-        if parsed is None:
-            return Proposal(False, "not 'question: ... answer: ...'")
-        question, answer = parsed
-        reason = documents.check_grounded(source.text, question, answer)
-        if reason:
-            return Proposal(False, reason)
-        return Proposal(True, "", question, answer, answer)
-
-    def read(self, reply):
-        return documents.normalise_reply(reply) or None
-
-
-# Tasks by name: a class, or "module:Class" for a task that lives with its data (imported when a run
-# names it). A task of your own is a class with name, kind ("seed" or "document"), labelled_by (the
-# answer source that reads its gold answer), check(source, text) -> Proposal, read(reply),
-# proposer_prompt(source) and solver_prompt(problem) (the user messages; the chat template is the
-# tokenizer's).
-TASKS = {"arithmetic": ArithmeticTask, "document": DocumentTask,
-         "arithmetic_chat": "nash_jax.tasks.arithmetic_chat:ArithmeticChatTask"}
+def register_task(name, entry):
+    """Make the task `entry` (a class or "module:Class") known as `name`."""
+    TASKS[name] = entry
 
 
 def task_class(name):
     """The task class TASKS names `name` (ValueError for a name it lacks)."""
     if name not in TASKS:
-        raise ValueError(f"task {name!r}; expected one of {sorted(TASKS)}")
+        raise ValueError(f"task {name!r}; expected one of {sorted(TASKS)} (the tasks registered so far)")
     entry = TASKS[name]
     if isinstance(entry, str):
         module, _, attribute = entry.partition(":")
@@ -170,15 +144,17 @@ class MajoritySource:
         return Scored(correct, float(p_hat), label, sum(a is None for a in answers), label_correct)
 
 
+# answer sources by name: where a proposal's label comes from
+ANSWER_SOURCES = {"verifier": LabelledSource, "document": LabelledSource, "majority": MajoritySource}
+
+
 def answer_source(name, task_name):
     """The answer source `name` over the task `task_name`."""
     task = task_class(task_name)()
-    if name == "majority":
-        return MajoritySource(task)
-    if name not in ("verifier", "document"):
+    if name not in ANSWER_SOURCES:
         raise ValueError(f"answer source {name!r}; expected verifier, document or majority")
-    if task.labelled_by != name:
+    if ANSWER_SOURCES[name] is LabelledSource and task.labelled_by != name:
         raise ValueError(f"answer source {name!r} cannot label task {task_name!r}, whose gold answers "
                          f"come from {task.labelled_by!r}; use answer_source {task.labelled_by!r} or "
                          "majority")
-    return LabelledSource(task)
+    return ANSWER_SOURCES[name](task)

@@ -1,19 +1,7 @@
-"""Tasks shipped with the package: data, a tokenizer and a preference oracle that need no downloads.
+"""Tasks shipped with the package, one sub-package per family (synthetic, arithmetic, documents, games,
+code), each with its data, tokenizer, prompts, demonstrations and oracles or verifiers, none needing a
+download. `registry` is the one table of them: the built-in models, the built-in prompt sets
+(BUILTIN_PROMPTS, `builtin_prompt_texts`, named here too) and the proposer–solver tasks, which it
+registers with nash_jax.selfplay on import. A family's modules load only when a run uses them."""
 
-BUILTIN_PROMPTS names the prompt sets a config may give as `data.path` (each drawn with
-`data.builtin_prompts` prompts and the run's seed); the modules are imported only when a run uses them.
-"""
-
-import importlib
-
-# data.path -> (module, its prompt_texts(n, seed) function)
-BUILTIN_PROMPTS = {
-    "builtin:synthetic": ("nash_jax.tasks.synthetic", "prompt_texts"),
-    "builtin:arithmetic": ("nash_jax.tasks.arithmetic_questions", "prompt_texts"),
-}
-
-
-def builtin_prompt_texts(name, n, seed):
-    """The n prompts of the built-in prompt set `name` (a BUILTIN_PROMPTS key) drawn by `seed`."""
-    module, function = BUILTIN_PROMPTS[name]
-    return getattr(importlib.import_module(module), function)(n, seed=seed)
+from nash_jax.tasks.registry import BUILTIN_PROMPTS, builtin_prompt_texts  # noqa: F401

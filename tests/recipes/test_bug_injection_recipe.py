@@ -15,8 +15,8 @@ from nash_jax.recipes.bug_injection.credit import FAILURES
 from nash_jax.recipes.bug_injection.game import Game
 from nash_jax.recipes.bug_injection.task import TaskData, read_bugs
 from nash_jax.runs import read_metrics
-from nash_jax.selfplay.ssr_artifact import policy_text
-from nash_jax.tasks import code_repositories
+from nash_jax.tasks.code.ssr_artifact import policy_text
+from nash_jax.tasks.code import code_repositories
 from tests.processes import USER_CLI
 from tests.recipes.conftest import (REPO, assert_same_metrics, assert_same_parameters, nested_config,
                                    run_cli, whole_run_of)
@@ -29,7 +29,7 @@ TINY = {
     "data": {"max_prompt_tokens": 64},
     "sampling": {"temperature": 1.0},  # so that the behaviour log-probs are the policy's own
     "train": {"checkpoint_every": 1},
-    # the hand-written training repositories, and one generated held-out one (tasks.generated_repos)
+    # the hand-written training repositories, and one generated held-out one (tasks.code.generated_repos)
     "bug_injection": {"repositories": None, "heldout_repositories": [], "generated": {"train": 0, "heldout": 1},
                       "steps": 2, "repositories_per_step": 2, "injectors_per_repository": 2,
                       "solvers_per_artifact": 1, "demonstrations": 2, "injector_max_tokens": 24,

@@ -7,7 +7,7 @@ import pytest
 
 from nash_jax import data
 from nash_jax.models.tokenizer import load_tokenizer
-from nash_jax.tasks import synthetic
+from nash_jax.tasks.synthetic import synthetic
 
 PROMPTS = [f"write a short reply about {t}" for t in synthetic.TOPICS]
 

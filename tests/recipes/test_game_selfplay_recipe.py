@@ -12,7 +12,7 @@ import yaml
 
 from nash_jax.recipes import game_selfplay as recipe
 from nash_jax.runs import read_metrics
-from nash_jax.selfplay import games
+from nash_jax.tasks.games import games
 from tests.recipes.conftest import CONFIGS, assert_same_parameters, run_cli, run_two_processes
 
 pytestmark = pytest.mark.long
@@ -110,7 +110,7 @@ def test_the_move_entropy_bonus_reads_the_policy_the_exact_evaluation_reads():
     from nash_jax import parallel
     from nash_jax.models.llama import Llama, LlamaConfig
     from nash_jax.models.tokenizer import load_tokenizer
-    from nash_jax.selfplay import game_eval
+    from nash_jax.tasks.games import game_eval
 
     tokenizer = load_tokenizer(games.TOKENIZER_DIR)
     model = Llama(LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nash_jax import runs
-from nash_jax.tasks import synthetic
+from nash_jax.tasks.synthetic import synthetic
 from tests.recipes.conftest import CONFIGS, run_cli
 
 pytestmark = pytest.mark.long

@@ -143,7 +143,7 @@ def test_group_credit_by_hand_in_each_mode(mode, scale):
 
 
 @pytest.mark.parametrize("judge", [{"kind": "synthetic"},
-                                   {"kind": "python", "function": "nash_jax.tasks.synthetic:SyntheticOracle",
+                                   {"kind": "python", "function": "nash_jax.tasks.synthetic.synthetic:SyntheticOracle",
                                     "returns": "preferences"}])
 def test_a_judge_that_gives_only_preferences_is_refused_before_anything_runs(tmp_path, capsys, judge):
     values = yaml.safe_load((CONFIGS / "grpo_demo.yaml").read_text())

@@ -10,7 +10,7 @@ import pytest
 
 from nash_jax.recipes import proposer_solver  # noqa: F401  (registers the recipe before the entry point)
 from nash_jax.runs import read_metrics
-from nash_jax.selfplay import vocabulary
+from nash_jax.tasks.arithmetic import vocabulary
 from tests.recipes.conftest import (assert_same_metrics, assert_same_parameters, nested_config, run_cli,
                                    run_two_processes, whole_run_of)
 

@@ -8,12 +8,13 @@ from nash_jax import engine
 from nash_jax.config import load_config
 from nash_jax.runs import read_metrics
 from nash_jax.selfplay import answer_sources
+from nash_jax.tasks.arithmetic import arithmetic
 from tests.recipes.test_proposer_solver_recipe import tiny_config
 
 pytestmark = pytest.mark.long
 
 
-class RaisingArithmetic(answer_sources.ArithmeticTask):
+class RaisingArithmetic(arithmetic.ArithmeticTask):
     """An arithmetic verifier that breaks on the 12th proposal it checks: the step-0 anchors check 8,
     so the 12th is the last of training step 1's 4."""
 

@@ -9,7 +9,7 @@ from nash_jax import engine
 from nash_jax.cli import main
 from nash_jax.config import load_config
 from nash_jax.evaluation.tables import find_cycles, win_rate_table
-from nash_jax.tasks import synthetic
+from nash_jax.tasks.synthetic import synthetic
 from tests.recipes.conftest import CONFIGS, assert_same_parameters, run_cli, small_config
 
 pytestmark = pytest.mark.long

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from nash_jax import runs
-from nash_jax.tasks import arithmetic_questions
+from nash_jax.tasks.arithmetic import arithmetic_questions
 from tests.recipes.conftest import CONFIGS, assert_same_parameters, run_cli
 
 pytestmark = pytest.mark.long

@@ -12,7 +12,7 @@ import transformers
 
 from nash_jax import runs
 from nash_jax.cli import main
-from nash_jax.tasks import synthetic
+from nash_jax.tasks.synthetic import synthetic
 from tests.judges.tiny_decoders import python_judge_module  # noqa: F401  (the fixture)
 from tests.recipes.conftest import small_config
 

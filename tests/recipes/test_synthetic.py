@@ -7,7 +7,7 @@ import pytest
 
 from nash_jax.core import game
 from nash_jax.models.tokenizer import load_tokenizer
-from nash_jax.tasks import synthetic
+from nash_jax.tasks.synthetic import synthetic
 
 
 def test_shipped_tokenizer_is_what_build_tokenizer_makes(tmp_path):

@@ -23,7 +23,7 @@ from nash_jax.engine.preparation import prepare
 from nash_jax.parallel.padding import bucket_size
 from nash_jax.rollout.batches import token_batch
 from nash_jax.rollout.sampling import generate, pad_id_of
-from nash_jax.tasks import synthetic
+from nash_jax.tasks.synthetic import synthetic
 from nash_jax.train import Objective, objectives
 
 STAGE = "toy"

@@ -1,42 +1,15 @@
-"""Answer sources of proposer-solver self-play: document grounding (SPICE), majority-vote labels
-(R-Zero) with their accuracy against a checker, and the shipped tokenizer and corpus."""
+"""Answer sources of proposer-solver self-play on the built-in arithmetic task: the verifier's labels,
+majority-vote labels (R-Zero) with their accuracy against a checker, the tasks an answer source refuses,
+the tiny policies' prompts, and a task of one's own registered by name."""
 
 import numpy as np
 import pytest
 
-from nash_jax.selfplay import answer_sources, documents, vocabulary
-from nash_jax.selfplay.answer_sources import Source
+from nash_jax import tasks  # noqa: F401  (registers the built-in tasks with answer_sources)
+from nash_jax.selfplay import answer_sources
+from nash_jax.selfplay.answer_sources import Proposal, Source
 
 DOC = "the town alder has 12 bridges and 7 schools ."
-
-
-@pytest.mark.parametrize("question, answer, reason", [
-    ("how many bridges does the town alder have ?", "12", ""),
-    ("how many schools does the town alder have ?", "7", ""),
-    ("how many bridges does the town alder have ?", "13", "answer is not a span of the document"),
-    ("how many bridges does the town alder have ?", "12 bridges", ""),
-    ("how many bridges ?", "bridges", "the question contains the answer"),
-    ("does alder have 12 bridges ?", "12", "the question contains the answer"),
-    ("how many bridges", "12", "does not end with '?'"),
-    ("how many bridges does the town alder have ?", "", "empty answer"),
-])
-def test_document_answers_must_be_grounded(question, answer, reason):
-    got = documents.check_grounded(DOC, question, answer)
-    assert (reason in got) if reason else got == "", got
-
-
-def test_document_source_checks_proposals_and_scores_against_the_gold_answer():
-    source = answer_sources.answer_source("document", "document")
-    doc = Source("town-alder", "document", DOC)
-    good = source.check(doc, "question: how many bridges does the town alder have ? answer: 12")
-    assert good.valid and good.gold == "12" and good.problem == "how many bridges does the town alder have ?"
-    assert "12" not in good.problem  # solvers see the question only
-    assert not source.check(doc, "how many bridges ? 12").valid
-    assert source.check(doc, "question: how many wells does the town alder have ? answer: 3").reason == \
-        "answer is not a span of the document"
-    scored = source.score(good, ["12", "answer: 12 .", "7", ""])
-    np.testing.assert_array_equal(scored.correct, [1, 1, 0, 0])
-    assert scored.p_hat == 0.5 and scored.unparsed == 1
 
 
 def test_verifier_source_labels_by_the_parser():
@@ -84,25 +57,23 @@ def test_prompts_name_the_role_and_the_source():
     assert answer_sources.solver_prompt("seed", "3 + 4") == "role: solver source: seed problem: 3 + 4 ="
 
 
-def test_shipped_tokenizer_matches_a_rebuild_and_covers_the_corpus_and_prompts(tmp_path):
-    from nash_jax.models.tokenizer import chat_prompt, load_tokenizer
+class EchoTask(answer_sources.TermsPrompts):
+    """A task of one's own: every proposal is valid and is its own answer."""
 
-    rebuilt = vocabulary.build_tokenizer(tmp_path / "tok")
-    shipped = load_tokenizer(vocabulary.TOKENIZER_DIR)
-    assert shipped.get_vocab() == rebuilt.get_vocab()
-    unk = shipped.unk_token_id
-    for row in documents.generate_corpus():
-        for text in (answer_sources.proposer_prompt(Source("d", "document", row["text"])),
-                     documents.demonstration(row["text"], np.random.default_rng(0))):
-            ids = shipped(chat_prompt(shipped, text), add_special_tokens=False)["input_ids"]
-            assert unk not in ids, text
-    for text in ("role: solver source: seed problem: ( 3 + 4 ) * 9 / 7 =", "99"):
-        assert unk not in shipped(text)["input_ids"]
+    name, kind, labelled_by = "echo", "seed", "verifier"
+
+    def check(self, source, text):
+        return Proposal(True, "", text, text.strip(), text.strip())
+
+    def read(self, reply):
+        return reply.strip() or None
 
 
-def test_generated_corpus_round_trips_through_datasets(tmp_path):
-    path = documents.write_corpus(tmp_path / "corpus.jsonl", seed=3)
-    rows = documents.load_corpus(path)
-    assert rows == documents.generate_corpus(3) and len(rows) == 32
-    with pytest.raises(FileNotFoundError, match="does not exist"):
-        documents.load_corpus(tmp_path / "missing.jsonl")
+def test_a_registered_task_is_named_by_its_name(monkeypatch):
+    monkeypatch.setitem(answer_sources.TASKS, "echo", None)
+    answer_sources.register_task("echo", f"{__name__}:EchoTask")
+    assert answer_sources.task_class("echo") is EchoTask
+    source = answer_sources.answer_source("verifier", "echo")
+    scored = source.score(source.check(Source("s", "seed", "x"), "ab"), ["ab", "ba", ""])
+    np.testing.assert_array_equal(scored.correct, [1, 0, 0])
+    assert scored.unparsed == 1

@@ -31,7 +31,7 @@ from nash_jax.engine import policy_files  # noqa: E402
 from nash_jax.engine.learner import OnlineLearner, OnlineRecipe  # noqa: E402
 from nash_jax.rollout.sampling import pad_id_of  # noqa: E402
 from nash_jax.runs import RunDir  # noqa: E402
-from nash_jax.selfplay import games as games_lib  # noqa: E402
+from nash_jax.tasks.games import games as games_lib  # noqa: E402
 
 
 def main():

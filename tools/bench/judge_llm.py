@@ -20,7 +20,7 @@ import transformers
 
 from common import emit, interleaved_timings
 from nash_jax.judges.llm import LLMJudge
-from nash_jax.tasks import synthetic
+from nash_jax.tasks.synthetic import synthetic
 
 PROMPT_WORDS, RESPONSE_WORDS = (160, 200), (24, 40)
 

@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 
 from common import emit
-from nash_jax.selfplay import sandbox, ssr_checks
-from nash_jax.selfplay.ssr_artifact import Artifact
+from nash_jax.sandbox import sandbox
+from nash_jax.tasks.code import ssr_checks
+from nash_jax.tasks.code.ssr_artifact import Artifact
 
 # A tiny repository of two modules and their tests, and a bug in both that its weakening hides.
 SOURCES = {

@@ -5,8 +5,8 @@ Each step, on `repositories_per_step` training repositories:
 
     inject    the policy writes `injectors_per_repository` artifacts per repository (its files as the
               prompt): a bug patch, a test-weakening patch and the oracle test files
-              (selfplay.ssr_artifact's text form)
-    validate  the seven checks (selfplay.ssr_checks) in the sandbox; a text that does not parse, or is
+              (tasks.code.ssr_artifact's text form)
+    validate  the seven checks (tasks.code.ssr_checks) in the sandbox; a text that does not parse, or is
               cut off, is invalid too, and so is one whose test run hits a sandbox limit
     repair    G = `solvers_per_artifact` solvers see each valid artifact's buggy repository with the
               weakening applied and the reversed weakening patch as the specification, and write a

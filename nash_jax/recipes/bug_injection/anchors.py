@@ -10,7 +10,7 @@ from nash_jax.recipes.bug_injection.credit import round_metrics
 from nash_jax.recipes.bug_injection.rounds import play
 from nash_jax.runs.keys import stage_key
 from nash_jax.selfplay.diversity import distinct_n
-from nash_jax.selfplay.ssr_artifact import write_artifact_dir
+from nash_jax.tasks.code.ssr_artifact import write_artifact_dir
 
 ARTIFACTS = "anchor_artifacts"
 

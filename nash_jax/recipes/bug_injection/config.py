@@ -5,9 +5,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, POSITIVE, PROBABILITY, Range
-from nash_jax.selfplay.sandbox import SandboxLimits
-from nash_jax.selfplay.ssr_checks import CheckSettings
-from nash_jax.tasks import generated_repos
+from nash_jax.sandbox.sandbox import SandboxLimits
+from nash_jax.tasks.code.ssr_checks import CheckSettings
+from nash_jax.tasks.code import generated_repos
 
 BUILTIN_BUG_INJECTION = "builtin:bug_injection"  # model.path: a tiny Llama warm-started on both roles
 
@@ -18,7 +18,7 @@ ANCHOR_STAGE = "bug_injection_anchors"
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    """selfplay.sandbox.SandboxLimits of every test run (a run that hits one is invalid)."""
+    """sandbox.sandbox.SandboxLimits of every test run (a run that hits one is invalid)."""
     DOMAINS = {"wall_s": POSITIVE, "cpu_s": AT_LEAST_1, "memory_mb": AT_LEAST_1,
                "output_kb": AT_LEAST_1, "processes": AT_LEAST_1}
     wall_s: float = 30.0
@@ -34,7 +34,7 @@ class SandboxConfig:
 
 @dataclass(frozen=True)
 class GeneratedConfig:
-    """Repositories of the procedural family (tasks.generated_repos), written under the run
+    """Repositories of the procedural family (tasks.code.generated_repos), written under the run
     directory and added to the training and held-out repositories (its held-out split never shares a
     function with its training one)."""
     DOMAINS = {"train": NON_NEGATIVE, "heldout": NON_NEGATIVE, "functions": AT_LEAST_1,
@@ -68,7 +68,7 @@ class BugInjectionConfig:
                "clip_low": Range(0, 1), "clip_high": NON_NEGATIVE, "snapshots": AT_LEAST_1}
     steps: int = 20
     # training repositories: null = the shipped `train` split; or names, paths and glob patterns
-    # (tasks.code_repositories.expand); the held-out ones are the shipped `heldout` split
+    # (tasks.code.code_repositories.expand); the held-out ones are the shipped `heldout` split
     repositories: list[str] | None = None
     heldout_repositories: list[str] | None = None
     generated: GeneratedConfig = field(default_factory=GeneratedConfig)

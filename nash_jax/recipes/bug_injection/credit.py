@@ -5,7 +5,7 @@ import numpy as np
 
 from nash_jax.selfplay.episodes import Role, role_advantages
 from nash_jax.selfplay.two_role import trained_rows
-from nash_jax.selfplay.ssr_checks import CHECKS
+from nash_jax.tasks.code.ssr_checks import CHECKS
 from nash_jax.recipes.bug_injection.game import UNFINISHED, UNPARSED
 
 FAILURES = (UNPARSED, UNFINISHED, *CHECKS)  # what an invalid artifact failed first, in check order

@@ -10,8 +10,8 @@ from pathlib import Path
 from nash_jax import data
 from nash_jax.engine.learner import sampling_settings
 from nash_jax.rollout.sampling import generate
-from nash_jax.selfplay import ssr_checks, ssr_prompts, ssr_repair
-from nash_jax.selfplay.ssr_artifact import parse_policy_text
+from nash_jax.tasks.code import ssr_checks, ssr_prompts, ssr_repair
+from nash_jax.tasks.code.ssr_artifact import parse_policy_text
 
 UNPARSED = "parses"  # the failure of a text that is no artifact (a section missing, a diff malformed)
 UNFINISHED = "finished"  # of an artifact cut off at injector_max_tokens

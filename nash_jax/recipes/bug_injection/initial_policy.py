@@ -8,8 +8,8 @@ from nash_jax import data
 from nash_jax.engine import preparation
 from nash_jax.recipes.bug_injection.game import solver_prompt
 from nash_jax.runs.keys import stage_seed
-from nash_jax.selfplay import ssr_prompts
-from nash_jax.selfplay.ssr_artifact import policy_text
+from nash_jax.tasks.code import ssr_prompts
+from nash_jax.tasks.code.ssr_artifact import policy_text
 
 
 def warm_start(config, run, tokenizer, mesh, task):

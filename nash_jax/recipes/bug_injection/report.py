@@ -9,7 +9,7 @@ from nash_jax.recipes.bug_injection.config import ANCHOR_STAGE, STAGE
 from nash_jax.recipes.bug_injection.credit import FAILURES
 from nash_jax.reporting import writer
 from nash_jax.runs.metrics import read_metrics
-from nash_jax.selfplay.sandbox import protections
+from nash_jax.sandbox.sandbox import protections
 
 ANCHOR_KEYS = ("heldout_repair_rate", "valid_artifact_rate", "valid_artifacts", "mean_solve_rate",
                "distinct_edits", "edit_distinct_2")

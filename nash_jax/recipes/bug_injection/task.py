@@ -8,9 +8,9 @@ from pathlib import Path
 from nash_jax import parallel
 from nash_jax.recipes.bug_injection.config import DATA_STAGE
 from nash_jax.runs.keys import stage_seed
-from nash_jax.selfplay import ssr_demonstrations
-from nash_jax.selfplay.ssr_artifact import read_artifact_dir, resolve_repository
-from nash_jax.tasks import code_repositories, generated_repos
+from nash_jax.tasks.code import ssr_demonstrations
+from nash_jax.tasks.code.ssr_artifact import read_artifact_dir, resolve_repository
+from nash_jax.tasks.code import code_repositories, generated_repos
 
 
 @dataclass(frozen=True)

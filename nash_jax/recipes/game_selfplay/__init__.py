@@ -1,5 +1,5 @@
 """Zero-sum game self-play (SPIRAL, arXiv 2506.24119): one policy plays both seats of two-player
-OpenSpiel games rendered as text (selfplay/games.py). Each step:
+OpenSpiel games rendered as text (tasks/games/games.py). Each step:
 
     play      games_per_step games of every configured game in parallel; each round, one batched
               generation for every game waiting for a move; every player-turn stays with its game
@@ -16,7 +16,7 @@ OpenSpiel games rendered as text (selfplay/games.py). Each step:
               with entropy_coef > 0, each valid move's advantage gains an entropy bonus over the legal
               moves alone (adv.move_entropy_bonus; a uniform magnet that leaves the format free)
 
-Anchors: the exact exploitability of the policy (Kuhn and Leduc poker; selfplay/game_eval.py) every
+Anchors: the exact exploitability of the policy (Kuhn and Leduc poker; tasks/games/game_eval.py) every
 `eval_every` steps; at the end, a frozen-opponent table of every snapshot against a uniformly random
 player, the initial policy and the other snapshots (wins/draws/losses per seat, invalid-move rate,
 first-mover asymmetry), and cycle detection across snapshots.
@@ -41,7 +41,7 @@ from nash_jax.recipes.game_selfplay.initial_policy import demonstration_policy, 
 from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player, move_entropy_bonuses
 from nash_jax.recipes.game_selfplay.report import build_report, summary, write_report
 from nash_jax.recipes.game_selfplay.training import plan_step, play_metrics, train
-from nash_jax.selfplay import game_eval
+from nash_jax.tasks.games import game_eval
 
 # the names other modules, tools and tests use
 __all__ = ["BUILTIN_GAME", "EVAL_STAGE", "STAGE", "GameSelfPlayConfig", "build_report", "check",

@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, PROBABILITY, Range
-from nash_jax.selfplay import games as games_lib
-from nash_jax.tasks.kuhn_chat import KuhnChatRendering
+from nash_jax.tasks.games import games as games_lib
+from nash_jax.tasks.games.kuhn_chat import KuhnChatRendering
 
 STAGE = "game_selfplay"
 EVAL_STAGE = "game_selfplay_eval"

@@ -7,7 +7,7 @@ import numpy as np
 
 from nash_jax.engine import preparation
 from nash_jax.runs.keys import stage_seed
-from nash_jax.selfplay import games as games_lib
+from nash_jax.tasks.games import games as games_lib
 
 
 def warm_start(config, run, tokenizer, text_games, mesh):

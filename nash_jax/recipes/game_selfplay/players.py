@@ -5,8 +5,8 @@ bonus of its moves."""
 import numpy as np
 
 from nash_jax.core import advantages as adv
-from nash_jax.selfplay import game_eval
-from nash_jax.selfplay import games as games_lib
+from nash_jax.tasks.games import game_eval
+from nash_jax.tasks.games import games as games_lib
 
 
 def model_player(config, model, tokenizer, key, mesh):

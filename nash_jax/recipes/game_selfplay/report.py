@@ -15,8 +15,8 @@ from nash_jax.reporting import writer
 from nash_jax.runs.keys import stage_key, stage_seed
 from nash_jax.runs.metrics import read_metrics
 from nash_jax.rollout.sampling import pad_id_of
-from nash_jax.selfplay import game_eval
-from nash_jax.selfplay import games as games_lib
+from nash_jax.tasks.games import game_eval
+from nash_jax.tasks.games import games as games_lib
 
 
 def iterates(config, run):

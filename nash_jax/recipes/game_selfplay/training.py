@@ -13,7 +13,7 @@ from nash_jax.recipes.game_selfplay.credit import (pg_batch, trajectory_advantag
 from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player, move_entropy_bonuses
 from nash_jax.runs.keys import stage_key
 from nash_jax.rollout.sampling import pad_id_of
-from nash_jax.selfplay import games as games_lib
+from nash_jax.tasks.games import games as games_lib
 
 
 def train(config, run, text_games, tokenizer, evaluators, mesh):

@@ -5,7 +5,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, POSITIVE, PROBABILITY, Range
-from nash_jax.selfplay import answer_sources, documents
+from nash_jax.selfplay import answer_sources
+from nash_jax.tasks.documents import documents
 
 BUILTIN_PROPOSER_SOLVER = "builtin:proposer_solver"  # model.path: a tiny Llama warm-started on both roles
 

@@ -7,7 +7,9 @@ from nash_jax import data
 from nash_jax.engine import preparation
 from nash_jax.recipes.proposer_solver.task import heldout_texts
 from nash_jax.runs.keys import stage_seed
-from nash_jax.selfplay import answer_sources, arithmetic, documents, vocabulary
+from nash_jax.selfplay import answer_sources
+from nash_jax.tasks.arithmetic import arithmetic, vocabulary
+from nash_jax.tasks.documents import documents
 
 
 def warm_start(config, run, tokenizer, mesh, task):

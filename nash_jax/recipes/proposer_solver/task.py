@@ -7,7 +7,9 @@ import numpy as np
 
 from nash_jax import parallel
 from nash_jax.runs.keys import stage_seed
-from nash_jax.selfplay import answer_sources, arithmetic, documents
+from nash_jax.selfplay import answer_sources
+from nash_jax.tasks.arithmetic import arithmetic
+from nash_jax.tasks.documents import documents
 
 
 @dataclass
