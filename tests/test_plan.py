@@ -14,6 +14,7 @@ from nash_jax.engine import planning
 from nash_jax.engine import plan
 from nash_jax.models import hf
 from nash_jax.models.llama import Llama
+from nash_jax.engine.plan import PLAN_STEPS
 from nash_jax.train import init_train_state, make_optimizer, make_step
 from nash_jax.train.steps import DEFAULT_LOGPROB_CHUNK
 
@@ -52,7 +53,7 @@ def test_compiled_figures_equal_the_memory_analysis_of_the_real_step(tiny_config
     inputs = planning.plan_inputs(config)
     llama = inputs.llama
     real_mesh = parallel.make_mesh(data, fsdp, tensor, devices=jax.devices()[:devices])
-    tx, schedule = make_optimizer(inputs.optimizer)
+    tx, schedule = make_optimizer(inputs.optimizer, PLAN_STEPS)
     model_def, state, shardings = init_train_state(Llama(llama, rngs=__import__("flax").nnx.Rngs(0)),
                                                    tx, mesh=real_mesh)
     step = make_step("sppo", model_def, tx, schedule, shardings, real_mesh, micro_batches=2,
@@ -98,7 +99,7 @@ def test_the_analytic_state_bytes_are_the_placed_state_bytes(tiny_config):
     result = planning.plan(config, devices=8, compile_step=False)
     inputs = planning.plan_inputs(config)
     llama = inputs.llama
-    tx, _ = make_optimizer(inputs.optimizer)
+    tx, _ = make_optimizer(inputs.optimizer, PLAN_STEPS)
     mesh = parallel.make_mesh(1, 4, 2, devices=jax.devices()[:8])
     _, state, _ = init_train_state(Llama(llama, rngs=__import__("flax").nnx.Rngs(0)), tx, mesh=mesh)
     device = jax.devices()[0]

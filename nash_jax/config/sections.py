@@ -136,19 +136,34 @@ def _check_labels(labels, key):
 
 
 @dataclass(frozen=True)
-class OptimConfig:
+class OptimizerConfig:
+    """The optimiser (train.optim.make_optimizer builds it over a run's steps). The defaults are what
+    the official SPPO scripts run: RMSprop (their CLI overrides the YAML's AdamW), lr 5e-7, a linear
+    schedule with 10 % warm-up, HF Trainer's default clipping at 1.0 and no weight decay."""
+
     DOMAINS = {"learning_rate": POSITIVE, "warmup_ratio": Range(0, 1, high_open=True),
-               "weight_decay": NON_NEGATIVE, "clip_norm": POSITIVE}
+               "weight_decay": NON_NEGATIVE, "clip_norm": POSITIVE, "b1": Range(0, 1, high_open=True),
+               "b2": Range(0, 1, high_open=True), "eps": POSITIVE,
+               "rmsprop_decay": Range(0, 1, high_open=True)}
     name: str = "rmsprop"
     learning_rate: float = 5e-7
-    schedule: str = "linear"
+    schedule: str = "linear"  # warm-up, then linear or cosine decay to 0, or constant
     warmup_ratio: float = 0.1
-    weight_decay: float = 0.0
+    weight_decay: float = 0.0  # AdamW: decoupled; RMSprop/SGD: added to the gradient as torch does;
+    #                            never applied to norm scales and biases (1-d parameters)
     clip_norm: float | None = 1.0  # global-norm clipping; null for none
+    b1: float = 0.9  # AdamW
+    b2: float = 0.999  # AdamW
+    eps: float = 1e-8  # AdamW, RMSprop
+    rmsprop_decay: float = 0.99  # RMSprop: torch's alpha
 
     def __post_init__(self):
         check_choice("train.optimizer.name", self.name, OPTIMIZERS)
         check_choice("train.optimizer.schedule", self.schedule, SCHEDULES)
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise ValueError(f"train.optimizer.warmup_ratio={self.warmup_ratio!r}; expected [0, 1)")
+        if self.learning_rate < 0:
+            raise ValueError(f"train.optimizer.learning_rate={self.learning_rate!r}; expected ≥ 0")
 
 
 @dataclass(frozen=True)
@@ -166,7 +181,7 @@ class TrainConfig:
     # token positions whose fp32 logits a step holds at once (0: the whole [N, T, V] logits); the
     # same log-probs and gradients either way, far less memory for large vocabularies
     logprob_chunk: int = 1024
-    optimizer: OptimConfig = field(default_factory=OptimConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
 
 
 @dataclass(frozen=True)

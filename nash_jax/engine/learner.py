@@ -115,7 +115,7 @@ class OnlineLearner:
         its steps); π_0's parameters copied if its objective reads `ref_logp`. Returns self."""
         t, shape = self.config.train, recipe.shape
         # the schedule runs over every update the run takes: train.epochs a step, applied or not
-        tx, schedule = make_optimizer(policy_files.optimizer_config(t.optimizer, recipe.steps * t.epochs))
+        tx, schedule = make_optimizer(t.optimizer, recipe.steps * t.epochs)
         self.model_def, self.state, shardings = init_train_state(self.initial, tx, mesh=self.mesh,
                                                                  seed=self.config.seed)
         self.step_fn = make_step(shape.objective, self.model_def, tx, schedule, shardings, self.mesh,

@@ -9,7 +9,6 @@ RUN_DIR/<stage>/checkpoints holds all three, so that a rerun continues from the 
 where an uninterrupted run ends.
 """
 
-import dataclasses
 import time
 
 import jax
@@ -116,7 +115,7 @@ def fit_rows(run, stage, model, rows, *, objective, to_batch, optimizer, batch_s
     if total == 0:
         raise ValueError(f"{stage}: {len(rows)} training examples × {epochs} epochs make no full batch "
                          f"of train.batch_size={batch_size}; lower the batch size or add prompts")
-    tx, schedule = make_optimizer(dataclasses.replace(optimizer, total_steps=total))
+    tx, schedule = make_optimizer(optimizer, total)
     model_def, state, shardings = init_train_state(model, tx, mesh=mesh, seed=seed)
     chunking = {} if logprob_chunk is None else {"logprob_chunk": logprob_chunk}
     step_fn = make_step(objective, model_def, tx, schedule, shardings, mesh, micro_batches=micro_batches,

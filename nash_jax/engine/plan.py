@@ -41,7 +41,8 @@ from nash_jax.config import parse_bytes
 from nash_jax.models import hf
 from nash_jax.models.llama import Llama, LlamaConfig
 from nash_jax.tasks import registry as builtin_models
-from nash_jax.train import OptimizerConfig, make_optimizer
+from nash_jax.config import OptimizerConfig
+from nash_jax.train import make_optimizer
 
 # config.json of models whose directory need not be on this machine (`nash-jax plan --shape NAME`)
 PRESETS = {
@@ -60,6 +61,9 @@ PRESETS = {
 }
 
 _TERMS = ("parameters", "optimizer", "gradients", "update", "activations")
+
+PLAN_STEPS = 1000  # the schedule's length changes no memory: any will do
+
 
 
 def gib(n):
@@ -198,7 +202,7 @@ def plan(inputs, *, devices=None, device_memory=None, compile_step=True):
     devices = devices or jax.device_count()
     sizes = mesh_sizes(inputs.mesh, devices)
     abstract = AbstractMesh(tuple(sizes[a] for a in parallel.MESH_AXES), parallel.MESH_AXES)
-    tx, _ = make_optimizer(inputs.optimizer)
+    tx, _ = make_optimizer(inputs.optimizer, PLAN_STEPS)
     _, state, _ = abstract_train_state(llama, tx, abstract)
     rows = rows_per_device(step, inputs.micro_batches, sizes["data"] * sizes["fsdp"])
     terms = memory_terms(llama, state, rows, step.length, inputs, sizes["tensor"])
@@ -306,7 +310,7 @@ def compiled_step_memory(inputs, sizes):
     from nash_jax.train import make_step
 
     step = inputs.step
-    tx, schedule = make_optimizer(inputs.optimizer)
+    tx, schedule = make_optimizer(inputs.optimizer, PLAN_STEPS)
     mesh = parallel.make_mesh(sizes["data"], sizes["fsdp"], sizes["tensor"],
                               devices=jax.devices()[:math.prod(sizes.values())])
     model_def, state, shardings = abstract_train_state(inputs.llama, tx, mesh)

@@ -6,7 +6,6 @@ built-in task's warm-start model), the optimiser, the mesh and the `train.*` fie
 from nash_jax import engine
 from nash_jax.parallel.padding import bucket_size
 from nash_jax.engine import plan as planner
-from nash_jax.engine.policy_files import optimizer_config
 from nash_jax.tasks import registry as builtin_models
 
 
@@ -22,7 +21,7 @@ def plan_inputs(config, shape=None):
         builtin_tokenizer=(config.model.tokenizer or builtin.tokenizer_dir) if builtin else None)
     m, t = config.mesh, config.train
     return planner.PlanInputs(
-        llama=llama, source=source, optimizer=optimizer_config(t.optimizer, 1000),
+        llama=llama, source=source, optimizer=t.optimizer,
         step=recipe.plan_step(config),
         mesh={"data": m.data, "fsdp": m.fsdp, "tensor": m.tensor}, micro_batches=t.micro_batches,
         logprob_chunk=t.logprob_chunk, sampling_temperature=config.sampling.temperature,

@@ -1,5 +1,5 @@
 """The policy a run config's `model` section names: where π_0's weights and tokenizer are (a model
-directory or a built-in task's warm start), loading it onto the mesh, the mesh itself, the optimiser."""
+directory or a built-in task's warm start), loading it onto the mesh, and the mesh itself."""
 
 from pathlib import Path
 
@@ -8,7 +8,6 @@ from nash_jax.models import hf
 from nash_jax.models.export import export_policy  # noqa: F401  (policy files out, beside those in)
 from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.tasks import registry as builtin_models
-from nash_jax.train import OptimizerConfig
 
 
 def make_mesh(mesh, micro_batches, batch_sizes):
@@ -54,11 +53,3 @@ def load_policy(path, model, mesh):
 
 def load_policy_tokenizer(model, run):
     return load_tokenizer(tokenizer_source(model, run))
-
-
-def optimizer_config(optimizer, total_steps, **overrides):
-    """The OptimizerConfig of a run's train.optimizer section `optimizer`."""
-    o = optimizer
-    return OptimizerConfig(**{**dict(name=o.name, learning_rate=o.learning_rate, schedule=o.schedule,
-                                     warmup_ratio=o.warmup_ratio, weight_decay=o.weight_decay,
-                                     clip_norm=o.clip_norm), "total_steps": total_steps, **overrides})

@@ -16,7 +16,7 @@ from nash_jax.engine import planning
 from nash_jax.engine.loop import fit_rows
 from nash_jax.tasks.registry import tiny_llama_values
 from nash_jax.tasks.synthetic import synthetic
-from nash_jax.train import OptimizerConfig
+from nash_jax.config import OptimizerConfig
 
 
 def prepare(config, run, *, batch_sizes, prompt_blocks=1):

@@ -25,7 +25,6 @@ from nash_jax.core.saturation import win_rate_saturation
 from nash_jax.engine import Recipe, register
 from nash_jax.engine import iterates_report, planning
 from nash_jax.engine.loop import fit_rows
-from nash_jax.engine.policy_files import optimizer_config
 from nash_jax.engine.preparation import prepare
 from nash_jax.rollout.batches import sample_rows, token_batch
 from nash_jax.rollout.sampling import pad_id_of
@@ -211,7 +210,7 @@ def train(config, run, t, model, rows, mesh, tokenizer):
                     "anchor_logp": np.array([r["anchor_logp"] for r in batch], np.float32)}
 
     return fit_rows(run, f"iter_{t}", model, rows, objective=sppo.loss, to_batch=to_batch,
-                    optimizer=optimizer_config(config.train.optimizer, 1), batch_size=config.train.batch_size,
+                    optimizer=config.train.optimizer, batch_size=config.train.batch_size,
                     epochs=config.train.epochs, seed=runs.stage_seed(config.seed, t, "train"),
                     checkpoint_every=config.train.checkpoint_every, mesh=mesh,
                     micro_batches=config.train.micro_batches,

@@ -6,7 +6,8 @@ from flax import nnx
 
 from nash_jax import parallel
 from nash_jax.models.llama import Llama, LlamaConfig
-from nash_jax.train import OptimizerConfig, init_train_state, make_logprobs, make_optimizer
+from nash_jax.config import OptimizerConfig
+from nash_jax.train import init_train_state, make_logprobs, make_optimizer
 
 CONFIG = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=4,
                      num_kv_heads=2, head_dim=8)
@@ -30,12 +31,12 @@ def token_batch(n, t=12, prompt=5, seed=0, lead=()):
     return {"tokens": tokens, "segment_ids": segment_ids, "loss_mask": loss_mask}
 
 
-def setup(shape=(1, 1, 1), optimizer=None, seed=0, mesh=None):
+def setup(shape=(1, 1, 1), optimizer=None, seed=0, mesh=None, total_steps=100):
     """(model_def, state, shardings, mesh, optimizer, schedule, logprobs) for a fresh tiny model."""
     mesh = mesh or mesh_of(shape)
     optimizer_config = optimizer or OptimizerConfig(name="adamw", learning_rate=1e-3,
-                                                    warmup_ratio=0.0, total_steps=100)
-    tx, schedule = make_optimizer(optimizer_config)
+                                                    warmup_ratio=0.0)
+    tx, schedule = make_optimizer(optimizer_config, total_steps)
     model = Llama(CONFIG, rngs=nnx.Rngs(seed))
     model_def, state, shardings = init_train_state(model, tx, mesh=mesh)
     return model_def, state, shardings, mesh, tx, schedule, make_logprobs(model_def, mesh)

@@ -8,14 +8,15 @@ import pytest
 import torch
 import transformers
 
-from nash_jax.train import SPPO_PRESET, OptimizerConfig, learning_rate_schedule, make_optimizer
+from nash_jax.config import OptimizerConfig
+from nash_jax.train import learning_rate_schedule, make_optimizer
 from nash_jax.train.optim import descent
 
 
 @pytest.mark.parametrize("schedule, hf_name", [("linear", "linear"), ("cosine", "cosine")])
 def test_schedule_matches_transformers_step_for_step(schedule, hf_name):
-    config = OptimizerConfig(learning_rate=5e-7, schedule=schedule, warmup_ratio=0.1, total_steps=37)
-    ours = learning_rate_schedule(config)
+    config = OptimizerConfig(learning_rate=5e-7, schedule=schedule, warmup_ratio=0.1)
+    ours = learning_rate_schedule(config, 37)
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=config.learning_rate)
     hf = transformers.get_scheduler(hf_name, opt, num_warmup_steps=4, num_training_steps=37)
     for step in range(37):
@@ -34,7 +35,7 @@ def run_both(config, torch_optimizer, steps=6):
         return jnp.sum((p["matrix"] - target) ** 2) + jnp.sum(p["vector"] ** 4)
 
     params = {"matrix": jnp.asarray(matrix), "vector": jnp.asarray(vector)}
-    tx, schedule = make_optimizer(config)
+    tx, schedule = make_optimizer(config, steps)
     state = tx.init(params)
     for step in range(steps):
         direction, state = tx.update(jax.grad(loss)(params), state, params)
@@ -71,23 +72,28 @@ def test_adamw_matches_torch_adamw_with_decay_on_matrices_only():
 def test_global_norm_clipping_bounds_the_first_update():
     config = OptimizerConfig(name="sgd", learning_rate=1.0, schedule="constant", warmup_ratio=0.0,
                              clip_norm=0.5)
-    tx, _ = make_optimizer(config)
+    tx, _ = make_optimizer(config, 1)
     grads = {"a": jnp.full(4, 10.0)}
     updates, _ = tx.update(grads, tx.init(grads))
     assert float(optax.tree.norm(updates)) == pytest.approx(0.5, rel=1e-6)
 
 
-def test_sppo_preset_is_the_official_recipe():
-    assert (SPPO_PRESET.name, SPPO_PRESET.learning_rate, SPPO_PRESET.schedule,
-            SPPO_PRESET.warmup_ratio) == ("rmsprop", 5e-7, "linear", 0.1)
+def test_the_default_optimizer_is_the_official_sppo_recipe():
+    o = OptimizerConfig()
+    assert (o.name, o.learning_rate, o.schedule, o.warmup_ratio, o.weight_decay, o.clip_norm) == \
+        ("rmsprop", 5e-7, "linear", 0.1, 0.0, 1.0)
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"name": "lion"}, "optimizer 'lion' is not one of"),
-    ({"schedule": "step"}, "schedule 'step' is not one of"),
+    ({"name": "lion"}, "train.optimizer.name"),
+    ({"schedule": "step"}, "train.optimizer.schedule"),
     ({"warmup_ratio": 1.5}, r"warmup_ratio=1.5; expected \[0, 1\)"),
-    ({"total_steps": 0}, "need total_steps ≥ 1"),
 ])
 def test_bad_optimizer_configs_are_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
         OptimizerConfig(**kwargs)
+
+
+def test_a_schedule_over_no_steps_is_refused():
+    with pytest.raises(ValueError, match="a schedule over 0 steps; expected at least 1"):
+        make_optimizer(OptimizerConfig(), 0)

@@ -6,7 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nash_jax.train import OptimizerConfig, make_step
+from nash_jax.config import OptimizerConfig
+
+from nash_jax.train import make_step
 from nash_jax.train.steps import objective_loss, policy_logprobs
 from nash_jax.train.objectives import OBJECTIVES
 from tests.train.conftest import CONFIG, MESHES, setup, token_batch
@@ -204,8 +206,8 @@ def test_the_schedule_ends_at_the_runs_last_step_with_signal_free_steps_between(
     """A run of 6 steps whose steps 2 and 4 carry no gradient: the learning rate follows the schedule
     step for step over all six (warm-up over 1, then linear decay), so the last step's rate is the
     schedule's last, as without the signal-free steps."""
-    optimizer = OptimizerConfig(name="adamw", learning_rate=1e-3, warmup_ratio=0.2, total_steps=6)
-    model_def, state, shardings, mesh, tx, schedule, _ = setup(optimizer=optimizer)
+    optimizer = OptimizerConfig(name="adamw", learning_rate=1e-3, warmup_ratio=0.2)
+    model_def, state, shardings, mesh, tx, schedule, _ = setup(optimizer=optimizer, total_steps=6)
     step = make_step("pg", model_def, tx, schedule, shardings, mesh, **PG)
     batch = pg_batch(model_def, state.params)
     rates = []
@@ -244,12 +246,13 @@ def test_mixed_precision_steps_keep_parameter_dtype_and_fp32_metrics(dtype, para
     from flax import nnx
 
     from nash_jax.models.llama import Llama
-    from nash_jax.train import OptimizerConfig, init_train_state, make_logprobs, make_optimizer
+    from nash_jax.config import OptimizerConfig
+    from nash_jax.train import init_train_state, make_logprobs, make_optimizer
     from tests.train.conftest import CONFIG, mesh_of
 
     mesh = mesh_of((2, 1, 1))
     config = dataclasses.replace(CONFIG, dtype=dtype, param_dtype=param_dtype)
-    tx, schedule = make_optimizer(OptimizerConfig(learning_rate=1e-3, warmup_ratio=0.0))
+    tx, schedule = make_optimizer(OptimizerConfig(name="adamw", learning_rate=1e-3, warmup_ratio=0.0), 1000)
     model_def, state, shardings = init_train_state(Llama(config, rngs=nnx.Rngs(0)), tx, mesh=mesh)
     batch = sppo_batch(make_logprobs(model_def, mesh), state.params)
     step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=5.0)
@@ -331,7 +334,8 @@ def test_each_objective_names_itself_and_the_field_when_a_field_is_missing_or_mi
 def test_asking_again_for_an_equal_step_reuses_the_compiled_one():
     """An iterative recipe asks for its step once per iteration, with a fresh optimiser of the same
     configuration and a freshly loaded model of the same architecture: no recompilation."""
-    from nash_jax.train import OptimizerConfig, init_train_state, make_optimizer
+    from nash_jax.config import OptimizerConfig
+    from nash_jax.train import init_train_state, make_optimizer
     from nash_jax.models.llama import Llama
     from flax import nnx
     from tests.train.conftest import CONFIG, mesh_of
@@ -339,7 +343,7 @@ def test_asking_again_for_an_equal_step_reuses_the_compiled_one():
     mesh = mesh_of((2, 1, 1))
     steps = []
     for seed in range(2):
-        tx, schedule = make_optimizer(OptimizerConfig(learning_rate=1e-3, total_steps=7))
+        tx, schedule = make_optimizer(OptimizerConfig(name="adamw", learning_rate=1e-3), 7)
         model_def, state, shardings = init_train_state(Llama(CONFIG, rngs=nnx.Rngs(seed)), tx, mesh=mesh)
         step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=ETA)
         batch = sppo_batch(make_logprobs_of(model_def, mesh), state.params)
@@ -400,8 +404,8 @@ def test_pg_tokens_whose_clip_binds_carry_no_gradient():
 
 def run_pg_steps(shape, micro_batches=1, epochs=3, kl=False):
     # SGD: Adam turns rounding-level differences in near-zero gradients into whole steps
-    from nash_jax.train import OptimizerConfig
-    sgd = OptimizerConfig(name="sgd", learning_rate=0.5, warmup_ratio=0.0, total_steps=100)
+    from nash_jax.config import OptimizerConfig
+    sgd = OptimizerConfig(name="sgd", learning_rate=0.5, warmup_ratio=0.0)
     model_def, state, shardings, mesh, tx, schedule, _ = setup(shape, optimizer=sgd)
     batch = pg_batch(model_def, state.params)
     name, hp = ("pg_kl", {**PG, "kl_coef": 0.05}) if kl else ("pg", PG)

@@ -43,12 +43,13 @@ def tiny_llama(layers, scan, remat="none"):
 def train_step_compile_s(layers, scan):
     """Lower and compile the SPPO step (forward, backward, AdamW) of the whole model."""
     from nash_jax import parallel
-    from nash_jax.train import OptimizerConfig, init_train_state, make_optimizer, make_step
+    from nash_jax.config import OptimizerConfig
+    from nash_jax.train import init_train_state, make_optimizer, make_step
 
     mesh = parallel.make_mesh(devices=jax.devices()[:1])
     tx, schedule = make_optimizer(OptimizerConfig(name="adamw", learning_rate=1e-6,
                                                   schedule="constant", warmup_ratio=0.0,
-                                                  clip_norm=1.0))
+                                                  clip_norm=1.0), 1000)
     model_def, state, shardings = init_train_state(tiny_llama(layers, scan), tx, mesh=mesh)
     step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=1e3)
     rng = np.random.default_rng(0)

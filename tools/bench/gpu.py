@@ -124,11 +124,12 @@ def torch_llama(hf, remat):
 def step_jax(hf, shape, remat, tiny):
     import jax
     from nash_jax import parallel
-    from nash_jax.train import OptimizerConfig, init_train_state, make_optimizer, make_step
+    from nash_jax.config import OptimizerConfig
+    from nash_jax.train import init_train_state, make_optimizer, make_step
     b, t = shape
     mesh = parallel.make_mesh(devices=jax.devices()[:1])
     tx, schedule = make_optimizer(OptimizerConfig(name="adamw", learning_rate=5e-7, schedule="constant",
-                                                  warmup_ratio=0.0, clip_norm=1.0))
+                                                  warmup_ratio=0.0, clip_norm=1.0), 1000)
     model_def, state, shardings = init_train_state(jax_llama(hf, remat), tx, mesh=mesh)
     step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=1e3)
     placed = step.place(sppo_batch(hf, b, t))

@@ -18,7 +18,8 @@ from common import emit
 from nash_jax import parallel
 from nash_jax.models.llama import LlamaConfig
 from nash_jax.engine.plan import abstract_batch, abstract_train_state, compiled_memory
-from nash_jax.train import OptimizerConfig, make_optimizer, make_step
+from nash_jax.config import OptimizerConfig
+from nash_jax.train import make_optimizer, make_step
 
 
 def model(vocab, hidden, layers):
@@ -29,7 +30,7 @@ def model(vocab, hidden, layers):
 
 def build(llama, chunk, mesh):
     tx, schedule = make_optimizer(OptimizerConfig(name="adamw", learning_rate=1e-5,
-                                                  warmup_ratio=0.0, total_steps=10))
+                                                  warmup_ratio=0.0), 10)
     model_def, state, shardings = abstract_train_state(llama, tx, mesh)
     step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=1e3, logprob_chunk=chunk)
     return step, state
@@ -71,7 +72,7 @@ def time_case(args, mesh, vocab, batch, length, hidden, layers, chunk, name):
     seconds = {}
     for c in (0, chunk):
         tx, schedule = make_optimizer(OptimizerConfig(name="adamw", learning_rate=1e-5,
-                                                      warmup_ratio=0.0, total_steps=10))
+                                                      warmup_ratio=0.0), 10)
         model_def, state, shardings = init_train_state(Llama(llama, rngs=nnx.Rngs(0)), tx, mesh=mesh)
         step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=1e3, logprob_chunk=c)
         placed = step.place(batch_arrays)

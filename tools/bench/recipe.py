@@ -33,7 +33,6 @@ from nash_jax import data, recipes, runs
 from nash_jax.engine import policy_files
 from nash_jax.config import load_config
 from nash_jax.parallel.padding import left_pad
-from nash_jax.engine.policy_files import optimizer_config
 from nash_jax.rollout.batches import sample_rows, token_batch
 from nash_jax.runs import RunDir, read_metrics
 from nash_jax.rollout.sampling import eos_ids_of, pad_id_of
@@ -84,7 +83,7 @@ def torch_train(model, examples, config, pad_id):
     train = config.train
     rows = [dict(zip(examples, values)) for values in zip(*examples.values())]
     steps = data.num_batches(len(rows), train.batch_size, epochs=train.epochs, drop_remainder=True)
-    o = optimizer_config(config.train.optimizer, steps)  # the recipe's optimiser, b1, b2 and eps included
+    o = config.train.optimizer  # the recipe's optimiser, b1, b2 and eps included
     if o.name != "adamw":
         raise ValueError(f"train.optimizer.name={o.name!r}; the PyTorch peer runs adamw only")
     opt = torch.optim.AdamW(model.parameters(), lr=o.learning_rate, betas=(o.b1, o.b2), eps=o.eps,

@@ -47,12 +47,13 @@ def jax_setup(model_dir, batch):
 
     from nash_jax import parallel
     from nash_jax.models import load_pretrained
-    from nash_jax.train import OptimizerConfig, init_train_state, make_logprobs, make_optimizer
+    from nash_jax.config import OptimizerConfig
+    from nash_jax.train import init_train_state, make_logprobs, make_optimizer
     from nash_jax.train import make_step
 
     mesh = parallel.make_mesh(devices=jax.devices()[:1])
     tx, schedule = make_optimizer(OptimizerConfig(name="adamw", learning_rate=LR, schedule="constant",
-                                                  warmup_ratio=0.0, clip_norm=1.0))
+                                                  warmup_ratio=0.0, clip_norm=1.0), 1000)
     model = load_pretrained(model_dir)
     config = model.config
     model_def, state, shardings = init_train_state(model, tx, mesh=mesh)

@@ -37,12 +37,13 @@ def run_jax(model_dir, batch, repeats):
     from common import timings
     from nash_jax import parallel
     from nash_jax.models import load_pretrained
-    from nash_jax.train import OptimizerConfig, init_train_state, make_logprobs, make_optimizer
+    from nash_jax.config import OptimizerConfig
+    from nash_jax.train import init_train_state, make_logprobs, make_optimizer
     from nash_jax.train import make_step
 
     mesh = parallel.make_mesh(devices=jax.devices()[:1])
     tx, schedule = make_optimizer(OptimizerConfig(name="adamw", learning_rate=LR, schedule="constant",
-                                                  warmup_ratio=0.0, clip_norm=1.0))
+                                                  warmup_ratio=0.0, clip_norm=1.0), 1000)
     model_def, state, shardings = init_train_state(load_pretrained(model_dir), tx, mesh=mesh)
     batch["anchor_logp"] = np.asarray(make_logprobs(model_def, mesh)(state.params, batch))
     step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=ETA)
