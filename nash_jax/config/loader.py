@@ -11,7 +11,7 @@ from typing import Literal
 import yaml
 
 from nash_jax.config.domains import check_choice
-from nash_jax.config.recipes import (check_reads, check_sections, discover_recipes, recipe_names, run_config_type,
+from nash_jax.config.recipes import (check_reads, check_sections, renamed, discover_recipes, recipe_names, run_config_type,
                                      section_names)
 from nash_jax.config.yaml_files import safe_load_unique
 
@@ -45,6 +45,11 @@ def _convert(value, hint, key):
         if not isinstance(value, dict):
             raise ValueError(f"{key}: expected a mapping of {hint.__name__} fields; got {value!r}")
         return build(hint, value, key)
+    return _scalar(value, hint, key)
+
+
+def _scalar(value, hint, key):
+    """`value` as the scalar type `hint` (bool, int, float, str), or ValueError naming `key`."""
     if hint is bool:
         if isinstance(value, bool):
             return value
@@ -172,6 +177,7 @@ def build_run_config(values):
     if not isinstance(imports, list) or not all(isinstance(m, str) for m in imports):
         raise ValueError(f"imports={imports!r}; expected a list of module names")
     discover_recipes(imports)
+    values = renamed(values)
     recipe = values.get("recipe")
     if recipe is None:
         raise ValueError(f"recipe: missing; expected one of {recipe_names()}")
@@ -188,6 +194,7 @@ def normalised(values):
     version holds every recipe's). None if it no longer reads."""
     try:
         discover_recipes(values.get("imports") or [])
+        values = renamed(values)
         _, others = section_names(values.get("recipe"))
         values = to_dict(build_run_config({k: v for k, v in values.items() if k not in others}))
     except (ValueError, TypeError):

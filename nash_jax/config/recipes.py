@@ -3,6 +3,7 @@
 import dataclasses
 import functools
 import importlib
+import warnings
 from dataclasses import field
 
 from nash_jax.config.sections import RunConfig
@@ -10,13 +11,15 @@ from nash_jax.config.sections import RunConfig
 ENTRY_POINT_GROUP = "nash_jax.recipes"  # installed packages list their recipe modules here
 _RECIPES = {}  # recipe name -> (section name, section dataclass) or None
 _READS = {}  # recipe name -> {shared section: the fields of it the recipe reads}; absent: all of them
+_RENAMED = {}  # a recipe's former name -> (its name, the former name of its section)
 _discovered = False
 
 
-def register_recipe(name, section=None, section_type=None, reads=None):
+def register_recipe(name, section=None, section_type=None, reads=None, formerly=None):
     """Make `name` a valid `recipe:` value, with its own config section `section` (a dataclass).
     reads: {shared section: the names of its fields the recipe reads}, for the sections it reads only
-    in part; a field it does not read is refused when a config sets it (check_reads)."""
+    in part; a field it does not read is refused when a config sets it (check_reads). formerly: the
+    recipe's name (and its section's) before a rename, which a config may still give (renamed)."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"recipe name {name!r}; expected an identifier")
     reserved = {f.name for f in dataclasses.fields(RunConfig)}
@@ -27,6 +30,8 @@ def register_recipe(name, section=None, section_type=None, reads=None):
             raise ValueError(f"recipe {name!r}: config section {section!r} is recipe {other!r}'s")
     _RECIPES[name] = (section, section_type) if section else None
     _READS[name] = {k: frozenset(v) for k, v in (reads or {}).items()}
+    if formerly:
+        _RENAMED[formerly] = (name, formerly)
     run_config_type.cache_clear()
 
 
@@ -105,3 +110,23 @@ def check_reads(recipe, built):
 def section_owner(section):
     """The recipe whose config section is `section`, or None for a shared section."""
     return next((name for name, entry in _RECIPES.items() if entry and entry[0] == section), None)
+
+
+class RenamedRecipe(UserWarning):
+    """A config names a recipe (or its section) by the name it had before a rename."""
+
+
+def renamed(values):
+    """`values` (a config dict) with a recipe's former name and its section's replaced by today's, and
+    a one-line note saying so; the same dict if it uses today's names."""
+    if not isinstance(values.get("recipe"), str) or values["recipe"] not in _RENAMED:
+        return values
+    old = values["recipe"]
+    name, old_section = _RENAMED[old]
+    own = _RECIPES.get(name)
+    warnings.warn(f"recipe: {old} is now recipe: {name} (and its section {own[0] if own else name}:); "
+                  "the old names still work", RenamedRecipe, stacklevel=3)
+    values = {**values, "recipe": name}
+    if old_section in values and own:
+        values[own[0]] = values.pop(old_section)
+    return values

@@ -14,7 +14,8 @@ def check_paths(config, recipe_models=(BUILTIN_SYNTHETIC,)):
     """Every local path the config names, and the policy's architecture, checked before anything
     starts (FileNotFoundError or ValueError naming the key, the path and what was expected there).
     `recipe_models`: the built-in models (tasks.registry) the recipe can warm-start."""
-    model_dir = config.model.path not in recipe_models
+    builtin = builtin_models.get(config.model.path)
+    model_dir = builtin is None or builtin.name not in recipe_models
     if model_dir:
         check_policy_dir(config, recipe_models)
     if config.model.tokenizer or model_dir:

@@ -29,6 +29,7 @@ unpacks from a run config; nothing here reads one.
 import dataclasses
 import json
 import math
+import sys
 from pathlib import Path
 
 import jax
@@ -61,9 +62,7 @@ PRESETS = {
 }
 
 _TERMS = ("parameters", "optimizer", "gradients", "update", "activations")
-
 PLAN_STEPS = 1000  # the schedule's length changes no memory: any will do
-
 
 
 def gib(n):
@@ -396,7 +395,6 @@ def check_before_loading(inputs, devices, memory):
                          f"{shortfall(result)} (activations not counted). `nash-jax plan` shows "
                          "the details")
     if not result["fits"]:
-        import sys
         print(f"warning: with the activation estimate the plan {shortfall(result)}; "
               "`nash-jax plan` compiles the step for the exact figure", file=sys.stderr)
     return result

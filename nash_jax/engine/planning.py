@@ -15,7 +15,8 @@ def plan_inputs(config, shape=None):
     if recipe.plan_step is None:
         raise ValueError(f"recipe {recipe.name} gives no plan_step (the shape of its update), so its "
                          "memory cannot be planned; give its Recipe a plan_step")
-    builtin = builtin_models.get(config.model.path) if config.model.path in recipe.builtin_models else None
+    builtin = builtin_models.get(config.model.path)
+    builtin = builtin if builtin and builtin.name in recipe.builtin_models else None
     llama, source = planner.model_config(
         config.model, shape, warm_start=config.warm_start,
         builtin_tokenizer=(config.model.tokenizer or builtin.tokenizer_dir) if builtin else None)

@@ -25,6 +25,11 @@ def make_mesh(mesh, micro_batches, batch_sizes):
 
 
 
+def builtin_model(model_path):
+    """The built-in model (a tasks.registry row) that `model_path` names, or None for a directory."""
+    return builtin_models.get(model_path)
+
+
 def initial_policy_dir(model_path, run):
     """π_0's HF directory: model.path `model_path`, or a built-in model's warm start in the run."""
     if (warm := builtin_models.initial_dir(model_path, run)) is not None:

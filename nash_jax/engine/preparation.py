@@ -6,7 +6,6 @@ import numpy as np
 from flax import nnx
 
 from nash_jax.engine import judging, policy_files, prompt_sets
-from nash_jax.config import BUILTIN_SYNTHETIC
 from nash_jax.models.hf_config import config_from_hf
 from nash_jax.models.llama import Llama
 from nash_jax.rollout.batches import token_batch
@@ -29,9 +28,15 @@ def prepare(config, run, *, batch_sizes, prompt_blocks=1):
     splits = prompt_sets.prompt_splits(config.data, run, eval_prompts=config.eval.prompts, seed=config.seed,
                                       blocks=prompt_blocks)
     judge = judging.make_judge(config.judge, mesh)
-    if config.model.path == BUILTIN_SYNTHETIC:
+    if is_builtin(config):  # check_paths has made sure it is the synthetic task's
         warm_start(config, run, tokenizer, mesh)
     return mesh, tokenizer, splits, judge
+
+
+def is_builtin(config):
+    """Whether the run's policy is a built-in task's tiny model (tasks.registry), warm-started in the
+    run by its recipe, rather than a model directory."""
+    return policy_files.builtin_model(config.model.path) is not None
 
 
 def fitting_mesh(config, batch_sizes):

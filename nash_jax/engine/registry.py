@@ -33,6 +33,7 @@ class Recipe:
     # {shared section: the fields of it the recipe reads} for the sections it reads only in part
     # (e.g. ONLINE_READS); a config that sets another field of such a section is refused by name
     reads: dict = dataclasses.field(default_factory=dict)
+    formerly: str | None = None  # its name before a rename (`recipe:` still takes it, with a note)
 
 
 # what every online recipe reads of `train` (the learner's fields: no train.batch_size, a step's
@@ -55,7 +56,8 @@ def register(recipe):
     if known is not None and known.run is not recipe.run:
         raise ValueError(f"a recipe named {recipe.name!r} is already registered (by "
                          f"{known.run.__module__}); choose another name")
-    config_lib.register_recipe(recipe.name, recipe.section, recipe.section_type, recipe.reads)
+    config_lib.register_recipe(recipe.name, recipe.section, recipe.section_type, recipe.reads,
+                               recipe.formerly)
     RECIPES[recipe.name] = recipe
     return recipe
 

@@ -29,6 +29,7 @@ from nash_jax.engine.preparation import prepare
 from nash_jax.rollout.batches import sample_rows, token_batch
 from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.tasks.synthetic import synthetic_eval
+from nash_jax.train import objectives
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,12 @@ def iteration(config, run, t, prompts, tokenizer, judge, mesh):
     run.finish(f"{it}/train", [f"{it}/policy"])
 
 
+def pairwise(loss):
+    """Whether objective `loss` trains on (winner, loser) pairs: its token fields are [N, 2, T] in the
+    objective table (train/objectives.py), where the pointwise SPPO loss's are [N, T]."""
+    return objectives.get(loss).token_shape == ("N", 2, "T")
+
+
 def build_examples(samples, win_rates, sppo):
     """Training examples from each prompt's K samples and win rates [B, K].
 
@@ -154,17 +161,15 @@ def build_examples(samples, win_rates, sppo):
     (winner, loser) pairs."""
     rows = []
     for b, prompt_ids in enumerate(samples["prompt_ids"]):
-        wins = win_rates[b]
+        wins, responses, logp = win_rates[b], samples["response_ids"][b], samples["logp"][b]
         winner, loser = winner_and_loser(wins)
-        if sppo.loss != "sppo":
-            rows.append({"prompt_ids": prompt_ids,
-                         "chosen_ids": samples["response_ids"][b][winner],
-                         "rejected_ids": samples["response_ids"][b][loser],
-                         "anchor_logp": [samples["logp"][b][winner], samples["logp"][b][loser]]})
+        if pairwise(sppo.loss):
+            rows.append({"prompt_ids": prompt_ids, "chosen_ids": responses[winner],
+                         "rejected_ids": responses[loser], "anchor_logp": [logp[winner], logp[loser]]})
             continue
         keep = [winner, loser] if sppo.selection == "winner_loser" else range(len(wins))
-        rows.extend({"prompt_ids": prompt_ids, "response_ids": samples["response_ids"][b][k],
-                     "anchor_logp": samples["logp"][b][k], "win_rate": float(wins[k])} for k in keep)
+        rows.extend({"prompt_ids": prompt_ids, "response_ids": responses[k], "anchor_logp": logp[k],
+                     "win_rate": float(wins[k])} for k in keep)
     return rows
 
 
@@ -180,42 +185,43 @@ def trained_mask(win_rates, sppo):
     """[B, K] bool: the samples that build_examples trains on."""
     mask = np.zeros(np.shape(win_rates), bool)
     for b, wins in enumerate(win_rates):
-        if sppo.loss == "sppo" and sppo.selection == "all":
+        if not pairwise(sppo.loss) and sppo.selection == "all":
             mask[b] = True
         else:
             mask[b, list(winner_and_loser(wins))] = True
     return mask
 
 
+def pointwise_batch(rows, pad_id):
+    """The `sppo` objective's batch: each example's tokens, π_t's log-prob and win rate."""
+    out = token_batch([r["prompt_ids"] for r in rows], [r["response_ids"] for r in rows], pad_id)
+    return {**out, "anchor_logp": np.array([r["anchor_logp"] for r in rows], np.float32),
+            "win_rate": np.array([r["win_rate"] for r in rows], np.float32)}
+
+
+def pair_batch(rows, pad_id):
+    """A pairwise objective's batch: [N, 2, T] tokens of (winner, loser) and their π_t log-probs."""
+    prompts = [r["prompt_ids"] for r in rows for _ in range(2)]
+    responses = [r[k] for r in rows for k in ("chosen_ids", "rejected_ids")]
+    out = token_batch(prompts, responses, pad_id)
+    n = len(rows)
+    return {**{k: v.reshape(n, 2, -1) for k, v in out.items()},
+            "anchor_logp": np.array([r["anchor_logp"] for r in rows], np.float32)}
+
+
 def train(config, run, t, model, rows, mesh, tokenizer):
-    """π_{t+1}: π_t trained on the iteration's examples with the configured loss, anchored to π_t."""
-    pad_id = pad_id_of(tokenizer)
-    sppo = config.sppo
-    if sppo.loss == "sppo":
-        hyperparameters = {"eta": sppo.eta}
-
-        def to_batch(batch):
-            out = token_batch([r["prompt_ids"] for r in batch], [r["response_ids"] for r in batch], pad_id)
-            return {**out, "anchor_logp": np.array([r["anchor_logp"] for r in batch], np.float32),
-                    "win_rate": np.array([r["win_rate"] for r in batch], np.float32)}
-    else:
-        hyperparameters = {"beta": sppo.beta}
-
-        def to_batch(batch):
-            prompts = [r["prompt_ids"] for r in batch for _ in range(2)]
-            responses = [r[k] for r in batch for k in ("chosen_ids", "rejected_ids")]
-            out = token_batch(prompts, responses, pad_id)
-            n = len(batch)
-            return {**{k: v.reshape(n, 2, -1) for k, v in out.items()},
-                    "anchor_logp": np.array([r["anchor_logp"] for r in batch], np.float32)}
-
-    return fit_rows(run, f"iter_{t}", model, rows, objective=sppo.loss, to_batch=to_batch,
-                    optimizer=config.train.optimizer, batch_size=config.train.batch_size,
-                    epochs=config.train.epochs, seed=runs.stage_seed(config.seed, t, "train"),
-                    checkpoint_every=config.train.checkpoint_every, mesh=mesh,
-                    micro_batches=config.train.micro_batches,
-                    logprob_chunk=config.train.logprob_chunk,
-                    max_skipped_fraction=config.train.max_skipped_fraction, **hyperparameters)
+    """π_{t+1}: π_t trained on the iteration's examples with the configured loss, anchored to π_t
+    (its hyperparameters, eta or beta, are the section's fields the objective table names)."""
+    pad_id, sppo, train_section = pad_id_of(tokenizer), config.sppo, config.train
+    to_batch = pair_batch if pairwise(sppo.loss) else pointwise_batch
+    hyperparameters = {h: getattr(sppo, h) for h in objectives.get(sppo.loss).hyperparameters}
+    return fit_rows(run, f"iter_{t}", model, rows, objective=sppo.loss,
+                    to_batch=lambda batch: to_batch(batch, pad_id), optimizer=train_section.optimizer,
+                    batch_size=train_section.batch_size, epochs=train_section.epochs,
+                    seed=runs.stage_seed(config.seed, t, "train"),
+                    checkpoint_every=train_section.checkpoint_every, mesh=mesh,
+                    micro_batches=train_section.micro_batches, logprob_chunk=train_section.logprob_chunk,
+                    max_skipped_fraction=train_section.max_skipped_fraction, **hyperparameters)
 
 
 def check(config):

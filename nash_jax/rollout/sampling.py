@@ -124,25 +124,13 @@ def _decode(graphdefs, states, tokens, segment_ids, key, temperature, top_p, top
     sharded as theirs are.
     """
     models = [nnx.merge(g, *state) for g, state in zip(graphdefs, states)]
-    batch, prompt_len = tokens.shape
-    rows = batch * num_samples
+    rows = tokens.shape[0] * num_samples
     positions = positions_from_segments(segment_ids)
-    caches, next_logps = [], []
-    for model in models:
-        cache = KVCache.create(model.config, batch, prompt_len + max_new_tokens)
-        logits, cache = model(tokens, positions, segment_ids, _cache_rows_sharded(cache))
-        caches.append(_cache_rows_sharded(fan_out(cache, num_samples)))
-        next_logp = jnp.repeat(jax.nn.log_softmax(logits[:, -1]), num_samples, axis=0)
-        next_logps.append(parallel.rows_sharded(next_logp))
+    caches, next_logps = _prefill(models, tokens, positions, segment_ids, num_samples, max_new_tokens)
     position = jnp.repeat(positions[:, -1] + 1, num_samples)  # prompts are left-padded
 
     def mixture_logp(logps):
-        if len(logps) == 1:
-            return logps[0]
-        return jax.nn.log_softmax((1.0 - beta) * logps[0] + beta * logps[1], axis=-1)
-
-    def pick(logp, token):
-        return jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
+        return logps[0] if len(logps) == 1 else _mixture(logps, beta)
 
     zeros = jnp.zeros((rows, max_new_tokens), jnp.float32)
     init = dict(t=jnp.zeros((), jnp.int32), caches=tuple(caches), next_logps=tuple(next_logps),
@@ -175,12 +163,36 @@ def _decode(graphdefs, states, tokens, segment_ids, key, temperature, top_p, top
             done=done | is_eos, lengths=s["lengths"] + live.astype(jnp.int32),
             finished=s["finished"] | is_eos,
             tokens=s["tokens"].at[:, t].set(token), logprobs=record(s["logprobs"], token_logp),
-            raw=tuple(record(buf, pick(lp, token)) for buf, lp in zip(s["raw"], s["next_logps"])),
-            mixture=record(s["mixture"], pick(mixed, token)))
+            raw=tuple(record(buf, _pick(lp, token)) for buf, lp in zip(s["raw"], s["next_logps"])),
+            mixture=record(s["mixture"], _pick(mixed, token)))
 
     final = jax.lax.while_loop(cond, body, init)
     return {name: final[name] for name in ("tokens", "lengths", "logprobs", "raw", "mixture",
                                            "finished")}
+
+
+def _prefill(models, tokens, positions, segment_ids, num_samples, max_new_tokens):
+    """Each model's KV cache after the prompts and its next-token log-probs, fanned out to the K
+    samples of each prompt: (caches, next_logps), rows sharded."""
+    batch, prompt_len = tokens.shape
+    caches, next_logps = [], []
+    for model in models:
+        cache = KVCache.create(model.config, batch, prompt_len + max_new_tokens)
+        logits, cache = model(tokens, positions, segment_ids, _cache_rows_sharded(cache))
+        caches.append(_cache_rows_sharded(fan_out(cache, num_samples)))
+        next_logp = jnp.repeat(jax.nn.log_softmax(logits[:, -1]), num_samples, axis=0)
+        next_logps.append(parallel.rows_sharded(next_logp))
+    return caches, next_logps
+
+
+def _mixture(logps, beta):
+    """log softmax((1 − β) log π + β log μ): the geometric mixture of two next-token distributions."""
+    return jax.nn.log_softmax((1.0 - beta) * logps[0] + beta * logps[1], axis=-1)
+
+
+def _pick(logp, token):
+    """logp[i, token[i]] for every row i."""
+    return jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
 
 
 def _decode_on(graphdefs, states, tokens, segment_ids, key, temperature, top_p, top_k, beta, eos_ids,

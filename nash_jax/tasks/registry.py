@@ -8,8 +8,8 @@ on disk. A recipe lists the names it can warm-start (`Recipe.builtin_models`).
     builtin:synthetic        the synthetic task's styled answers (SPPO, Nash-MD), its own tokenizer
     builtin:proposer_solver  both roles of the proposer–solver tasks (arithmetic, documents)
     builtin:game             near-uniform legal moves of the OpenSpiel games, the games' word tokenizer
-    builtin:bug_injection    both SSR roles (bug artifacts, repairs) of the mutation engine, a byte BPE
-                             (also named builtin:ssr)
+    builtin:ssr              both SSR roles (bug artifacts, repairs) of the mutation engine, a byte BPE
+                             (also named builtin:bug_injection, its name before the recipe was renamed)
 
 BUILTIN_PROMPTS: the prompt sets a config may give as `data.path` (each drawn with
 `data.builtin_prompts` prompts and the run's seed).
@@ -20,7 +20,6 @@ selfplay.answer_sources when this module loads.
 Modules of the task families are imported only when a run uses them.
 """
 
-import dataclasses
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,10 +51,10 @@ MODELS = {m.name: m for m in (
                  "demonstrations of both proposer–solver roles"),
     BuiltinModel("builtin:game", HERE / "games" / "games_tokenizer",
                  "near-uniform legal moves of the configured games"),
-    BuiltinModel("builtin:bug_injection", HERE / "code" / "ssr_tokenizer",
+    BuiltinModel("builtin:ssr", HERE / "code" / "ssr_tokenizer",
                  "the mutation engine's bug artifacts and repairs of the training repositories"),
 )}
-MODELS["builtin:ssr"] = dataclasses.replace(MODELS["builtin:bug_injection"], name="builtin:ssr")
+MODELS["builtin:bug_injection"] = MODELS["builtin:ssr"]  # SSR's name before the recipe's rename
 
 
 def get(path):

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
 from nash_jax.config import RunConfig, load_config, to_dict
 from nash_jax.runs import RunDir
@@ -16,8 +17,7 @@ def write(tmp_path, text, recipe="sppo"):
     return path
 
 
-@pytest.mark.parametrize("name", ["demo", "nash_md_demo", "grpo_demo", "sppo_mistral7b",
-                                  "sppo_llama3_8b", "ssr_demo", "smollm2_ssr"])
+@pytest.mark.parametrize("name", sorted(p.stem for p in CONFIGS.glob("*.yaml")))
 def test_shipped_configs_load(name):
     config = load_config(CONFIGS / f"{name}.yaml")
     assert isinstance(config, RunConfig) and config.name == name
@@ -238,3 +238,68 @@ def test_every_config_field_refuses_wrong_values_naming_its_key(tmp_path):
         assert key in str(err.value), (key, value, str(err.value))
 
     refused()
+
+
+# Issue 44: a config holds what its recipe reads, and nothing that no one reads.
+def test_another_recipes_section_is_refused_by_name(tmp_path):
+    path = write(tmp_path, "name: a\ngrpo:\n  steps: 4\n")
+    with pytest.raises(ValueError, match="section 'grpo' is recipe grpo's; this config runs recipe sppo, "
+                                         "whose section is 'sppo': remove it, or set recipe: grpo"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("config, override, message", [
+    ("kuhn_demo", "judge.kind=pairrm", "judge.kind='pairrm': recipe game_selfplay does not read it "
+                                       r"\(of judge.\* it reads none of them\)"),
+    ("kuhn_demo", "eval.prompts=8", "eval.prompts=8: recipe game_selfplay does not read it"),
+    ("proposer_solver_demo", "sampling.max_new_tokens=9", "sampling.max_new_tokens=9: recipe "
+                                                          "proposer_solver does not read it"),
+    ("nash_md_demo", "train.batch_size=16", "train.batch_size=16: recipe nash_md does not read it"),
+    ("ssr_demo", "data.system_prompt=hi", "data.system_prompt='hi': recipe ssr does not read it"),
+])
+def test_a_shared_field_the_recipe_does_not_read_is_refused(config, override, message):
+    with pytest.raises(ValueError, match=message):
+        load_config(CONFIGS / f"{config}.yaml", [override])
+
+
+def test_train_epochs_is_read_by_the_online_recipes():
+    """`train.epochs` on a game run is honoured (updates per step: the learner's), not ignored."""
+    assert load_config(CONFIGS / "kuhn_demo.yaml", ["train.epochs=4"]).train.epochs == 4
+
+
+@pytest.mark.parametrize("override, message", [
+    ("grpo.epochs_per_batch=2", "grpo.epochs_per_batch is now train.epochs: set that instead"),
+])
+def test_a_renamed_field_says_its_new_name(override, message):
+    with pytest.raises(ValueError, match=message):
+        load_config(CONFIGS / "grpo_demo.yaml", [override])
+
+
+def test_the_former_name_of_ssr_still_runs_with_a_note(tmp_path):
+    from nash_jax.config.recipes import RenamedRecipe
+
+    values = yaml.safe_load((CONFIGS / "ssr_demo.yaml").read_text())
+    values["recipe"], values["bug_injection"] = "bug_injection", values.pop("ssr")
+    values["model"]["path"] = "builtin:bug_injection"
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(values))
+    with pytest.warns(RenamedRecipe, match="recipe: bug_injection is now recipe: ssr"):
+        config = load_config(path)
+    assert config.recipe == "ssr" and config == load_config(CONFIGS / "ssr_demo.yaml", [
+        "model.path=builtin:bug_injection"])
+
+
+def test_plan_refuses_a_recipe_without_a_step_to_plan(tmp_path):
+    from nash_jax.engine import Recipe, planning, register
+    from nash_jax.engine.registry import RECIPES
+
+    register(Recipe(name="no_plan", run=lambda config, run: {}))
+    try:
+        config = load_config(write(tmp_path, "name: a\n", recipe="no_plan"))
+        with pytest.raises(ValueError, match="recipe no_plan gives no plan_step"):
+            planning.plan_inputs(config)
+    finally:
+        from nash_jax.config import recipes as config_recipes
+        RECIPES.pop("no_plan")
+        config_recipes._RECIPES.pop("no_plan")
+        config_recipes.run_config_type.cache_clear()

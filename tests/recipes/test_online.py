@@ -15,7 +15,7 @@ from nash_jax.engine import learner as online
 from nash_jax.engine import planning
 from nash_jax.engine import preparation
 from nash_jax.engine import plan
-from tests.recipes import (test_bug_injection_recipe, test_game_selfplay_recipe,
+from tests.recipes import (test_ssr_recipe, test_game_selfplay_recipe,
                            test_proposer_solver_recipe)
 from tests.recipes.conftest import CONFIGS, small_config
 
@@ -26,7 +26,7 @@ FIELDS = ["train.micro_batches=2", "train.logprob_chunk=8", "train.max_skipped_f
 OBJECTIVES = {"nash_md": lambda c: "nash_md_pg", "grpo": lambda c: "pg_kl",
               "proposer_solver": lambda c: "pg_kl" if c.proposer_solver.kl_coef else "pg",
               "game_selfplay": lambda c: "pg_kl" if c.game_selfplay.kl_coef else "pg",
-              "bug_injection": lambda c: "pg_kl" if c.bug_injection.kl_coef else "pg"}
+              "ssr": lambda c: "pg_kl" if c.ssr.kl_coef else "pg"}
 HYPERPARAMETERS = {  # each recipe's step, from its config section
     "nash_md": lambda c: {"tau": c.nash_md.tau},
     "proposer_solver": lambda c: {
@@ -40,11 +40,11 @@ HYPERPARAMETERS = {  # each recipe's step, from its config section
     "grpo": lambda c: {"clip_low": c.grpo.clip_low, "clip_high": c.grpo.clip_high,
                        "aggregation": c.grpo.aggregation, "max_len": c.sampling.max_new_tokens,
                        "kl_coef": c.grpo.kl_coef},
-    "bug_injection": lambda c: {
-        "clip_low": c.bug_injection.clip_low, "clip_high": c.bug_injection.clip_high,
-        "aggregation": c.bug_injection.aggregation,
-        "max_len": max(c.bug_injection.injector_max_tokens, c.bug_injection.solver_max_tokens),
-        **({"kl_coef": c.bug_injection.kl_coef} if c.bug_injection.kl_coef else {})},
+    "ssr": lambda c: {
+        "clip_low": c.ssr.clip_low, "clip_high": c.ssr.clip_high,
+        "aggregation": c.ssr.aggregation,
+        "max_len": max(c.ssr.injector_max_tokens, c.ssr.solver_max_tokens),
+        **({"kl_coef": c.ssr.kl_coef} if c.ssr.kl_coef else {})},
 }
 
 
@@ -59,7 +59,7 @@ def configs(tmp_path):
         "game_selfplay": test_game_selfplay_recipe.tiny_config(tmp_path),
         "grpo": small_config(tmp_path, base="grpo_demo", name="grpo",
                              grpo={"prompts_per_step": 8, "samples_per_prompt": 2}),
-        "bug_injection": test_bug_injection_recipe.tiny_config(tmp_path),
+        "ssr": test_ssr_recipe.tiny_config(tmp_path),
     }
 
 
@@ -67,7 +67,7 @@ CASES = {"nash_md": ("nash_md", []), "proposer_solver": ("proposer_solver", []),
          "game_selfplay": ("game_selfplay", []),
          "game_selfplay_without_kl": ("game_selfplay", ["game_selfplay.kl_coef=0"]), "grpo": ("grpo", []),
          # 2 repositories × 2 injectors × (1 + 3 solvers) = 16 rows: two micro-batches over 8 devices
-         "bug_injection": ("bug_injection", ["bug_injection.solvers_per_artifact=3"])}
+         "ssr": ("ssr", ["ssr.solvers_per_artifact=3"])}
 
 
 @pytest.fixture(scope="module", params=list(CASES))

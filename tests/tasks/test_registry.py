@@ -1,5 +1,5 @@
 """The one registry of the built-in tasks (tasks/registry.py): every built-in model's tokenizer ships
-and loads, builtin:ssr names the SSR warm start as builtin:bug_injection does, the tiny model's shape,
+and loads, builtin:bug_injection (SSR's name before) names the SSR warm start as builtin:ssr does, the tiny model's shape,
 the prompt sets, and the proposer–solver tasks it registers."""
 
 import fnmatch
@@ -16,7 +16,7 @@ from nash_jax.tasks import registry
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("name", sorted(registry.MODELS))
+@pytest.mark.parametrize("name", sorted({m.name for m in registry.MODELS.values()}))
 def test_each_builtin_model_has_a_shipped_tokenizer_in_package_data(name):
     model = registry.get(name)
     assert model.name == name and load_tokenizer(model.tokenizer_dir) is not None
@@ -29,7 +29,7 @@ def test_each_builtin_model_has_a_shipped_tokenizer_in_package_data(name):
 
 def test_builtin_ssr_is_the_bug_injection_warm_start(tmp_path):
     ssr, bug = registry.get("builtin:ssr"), registry.get("builtin:bug_injection")
-    assert (ssr.tokenizer_dir, ssr.fitted_to) == (bug.tokenizer_dir, bug.fitted_to)
+    assert ssr is bug and ssr.name == "builtin:ssr"
     assert registry.initial_dir("builtin:ssr", tmp_path) == tmp_path / "init" / "policy"
     assert registry.get("some/dir") is None and registry.initial_dir("some/dir", tmp_path) is None
 

@@ -33,7 +33,7 @@ from nash_jax.engine import Recipe, register
 from nash_jax.engine.registry import SELF_PLAY_READS
 from nash_jax.engine import preparation
 from nash_jax.engine import policy_files
-from nash_jax.recipes.game_selfplay.config import (BUILTIN_GAME, EVAL_STAGE, STAGE, GameSelfPlayConfig,
+from nash_jax.recipes.game_selfplay.config import (EVAL_STAGE, STAGE, GameSelfPlayConfig,
                                                    check, make_games)
 from nash_jax.recipes.game_selfplay.credit import (pg_batch, trajectory_advantages, trajectory_turns,
                                                    turn_rows)
@@ -44,7 +44,7 @@ from nash_jax.recipes.game_selfplay.training import plan_step, play_metrics, tra
 from nash_jax.tasks.games import game_eval
 
 # the names other modules, tools and tests use
-__all__ = ["BUILTIN_GAME", "EVAL_STAGE", "STAGE", "GameSelfPlayConfig", "build_report", "check",
+__all__ = ["EVAL_STAGE", "STAGE", "GameSelfPlayConfig", "build_report", "check",
            "demonstration_policy", "exact_metrics", "make_games", "model_player",
            "move_entropy_bonuses", "pg_batch", "plan_step", "play_metrics", "run_game_selfplay", "summary",
            "train", "trajectory_advantages", "trajectory_turns", "turn_rows", "warm_start", "write_report"]
@@ -54,7 +54,7 @@ def run_game_selfplay(config, run):
     text_games = make_games(config)
     mesh = preparation.fitting_mesh(config, {"warm_start.batch_size": config.warm_start.batch_size})
     tokenizer = policy_files.load_policy_tokenizer(config.model, run)
-    if config.model.path == BUILTIN_GAME:
+    if preparation.is_builtin(config):
         warm_start(config, run, tokenizer, text_games, mesh)
     evaluators = {t.name: e for t in text_games
                   if (e := game_eval.exact_evaluator(t, tokenizer)) is not None}
@@ -65,6 +65,6 @@ def run_game_selfplay(config, run):
 
 register(Recipe(name="game_selfplay", run=run_game_selfplay, section="game_selfplay",
                 section_type=GameSelfPlayConfig, check=check, summary=summary,
-                builtin_models=(BUILTIN_GAME,), report_options=(),
+                builtin_models=("builtin:game",), report_options=(),
                 plan_step=plan_step,
                 reads={**SELF_PLAY_READS, "sampling": {*SELF_PLAY_READS["sampling"], "max_new_tokens"}}))

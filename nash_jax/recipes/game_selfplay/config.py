@@ -10,7 +10,6 @@ from nash_jax.tasks.games.kuhn_chat import KuhnChatRendering
 
 STAGE = "game_selfplay"
 EVAL_STAGE = "game_selfplay_eval"
-BUILTIN_GAME = "builtin:game"  # model.path: a tiny Llama warm-started on the games' tokenizer
 # game_selfplay.rendering: how a state becomes a prompt and a reply a move
 RENDERINGS = {"words": games_lib.WordRendering,  # the games' own words, for the tiny policies
               "chat": KuhnChatRendering}  # plain words through a real model's chat template

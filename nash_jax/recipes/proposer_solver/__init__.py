@@ -42,7 +42,7 @@ from nash_jax.engine.learner import snapshot_dirs
 from nash_jax.engine import preparation
 from nash_jax.engine import policy_files
 from nash_jax.recipes.proposer_solver.anchors import EMBED_DIM, embed, evaluate_anchors
-from nash_jax.recipes.proposer_solver.config import (ANCHOR_STAGE, BUILTIN_PROPOSER_SOLVER, STAGE,
+from nash_jax.recipes.proposer_solver.config import (ANCHOR_STAGE, STAGE,
                                                      AnchorConfig, ProposerSolverConfig, TaskConfig,
                                                      check, rows_per_step)
 from nash_jax.recipes.proposer_solver.credit import learner_rows, round_metrics
@@ -70,7 +70,7 @@ def run_proposer_solver(config, run):
     tokenizer = policy_files.load_policy_tokenizer(config.model, run)
     task = task_data(config, run)
     source = answer_sources.answer_source(ps.answer_source, ps.task.name)
-    if config.model.path == BUILTIN_PROPOSER_SOLVER:
+    if preparation.is_builtin(config):
         warm_start(config, run, tokenizer, mesh, task)
     game = Game(config, tokenizer, mesh, source)
     snapshots = snapshot_dirs(run, ps.anchors.snapshots)
@@ -81,6 +81,6 @@ def run_proposer_solver(config, run):
 
 register(Recipe(name="proposer_solver", run=run_proposer_solver, section="proposer_solver",
                 section_type=ProposerSolverConfig, check=check, summary=summary_lines,
-                report_options=(), builtin_models=(BUILTIN_PROPOSER_SOLVER,),
+                report_options=(), builtin_models=("builtin:proposer_solver",),
                 plan_step=plan_step,
                 reads=SELF_PLAY_READS))

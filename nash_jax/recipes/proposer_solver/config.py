@@ -2,16 +2,33 @@
 between its fields, and the names of the stages a run records."""
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Callable, Literal
 
 from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, POSITIVE, PROBABILITY, Range
 from nash_jax.selfplay import answer_sources
 from nash_jax.tasks.documents import documents
 
-BUILTIN_PROPOSER_SOLVER = "builtin:proposer_solver"  # model.path: a tiny Llama warm-started on both roles
 
 STAGE = "proposer_solver"
 ANCHOR_STAGE = "proposer_solver_anchors"  # metrics.jsonl records keep one (stage, step) each
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Which role trains when (the section's `schedule`)."""
+
+    phases: Callable  # (step, phase_steps) -> (the proposer trains, the solver trains)
+    frozen_solver: bool  # the proposer's phase plays against the solver frozen at the phase's start
+    band: bool  # the solver trains only on the problems whose p̂ lies in `band`
+
+
+SCHEDULES = {
+    "joint": Schedule(lambda step, phase_steps: (True, True), frozen_solver=False, band=False),
+    # R-Zero's: phases of phase_steps steps, the proposer's first, then the solver's
+    "alternating": Schedule(lambda step, phase_steps: ((step // phase_steps) % 2 == 0,
+                                                       (step // phase_steps) % 2 == 1),
+                            frozen_solver=True, band=True),
+}
 
 
 @dataclass(frozen=True)

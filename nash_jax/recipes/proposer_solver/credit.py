@@ -1,9 +1,10 @@
 """Credit for one round: comparison groups (solvers within their problem, proposers within their source),
-each role's advantages, the rows the update trains on (R-Zero's alternating phases and p̂ band), the
-round's host-side figures, and the rows the update trains on."""
+each role's advantages, the rows the update trains on (R-Zero's alternating phases and p̂ band), and
+the round's host-side figures."""
 
 import numpy as np
 
+from nash_jax.recipes.proposer_solver.config import SCHEDULES
 from nash_jax.recipes.proposer_solver.rounds import HELDOUT
 from nash_jax.selfplay.episodes import Role, role_advantages
 from nash_jax.selfplay.two_role import trained_rows
@@ -13,7 +14,7 @@ def learner_rows(config, game, rnd, capacity, proposer_phase, solver_phase):
     """(rows [(prompt ids, rollout, advantage)], step metrics) of a round's complete episodes."""
     ps = config.proposer_solver
     lo, hi = ps.band
-    if ps.schedule == "alternating":
+    if SCHEDULES[ps.schedule].band:
         for episode in rnd.episodes:
             for r in episode.rollouts:
                 band_ok = r.role == Role.SOLVER and lo <= rnd.scored[r.parent].p_hat <= hi

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 
 from nash_jax.engine.learner import OnlineLearner, OnlineRecipe, Rollout, copy, pg_step_shape
 from nash_jax.recipes.proposer_solver.anchors import EMBED_DIM, evaluate_anchors
-from nash_jax.recipes.proposer_solver.config import ANCHOR_STAGE, STAGE, rows_per_step
+from nash_jax.recipes.proposer_solver.config import ANCHOR_STAGE, SCHEDULES, STAGE, rows_per_step
 from nash_jax.recipes.proposer_solver.credit import learner_rows
 from nash_jax.recipes.proposer_solver.rounds import play
 from nash_jax.recipes.proposer_solver.task import heldout_texts
@@ -19,24 +19,18 @@ def train(config, run, task, game):
     ps, a = config.proposer_solver, config.proposer_solver.anchors
     shape, held = plan_step(config), heldout_texts(task)
     pad_id, capacity = pad_id_of(game.tokenizer), rows_per_step(ps)
-    alternating = ps.schedule == "alternating"
+    schedule = SCHEDULES[ps.schedule]
 
     def anchors(learner, step, params, extra):
         return evaluate_anchors(config, game, task, learner.policy(params), extra, held, step)
 
-    def phases(step):
-        """(proposer trains, solver trains) at `step`: both, or R-Zero's alternating phases."""
-        if not alternating:
-            return True, True
-        proposer = (step // ps.phase_steps) % 2 == 0
-        return proposer, not proposer
-
     def rollout(learner, step, params, extra, item):
-        proposer_phase, solver_phase = phases(step)
-        if alternating and proposer_phase and step % ps.phase_steps == 0:
+        proposer_phase, solver_phase = schedule.phases(step, ps.phase_steps)
+        if schedule.frozen_solver and proposer_phase and step % ps.phase_steps == 0:
             extra = {**extra, "frozen_solver": copy(params)}
         policy = learner.policy(params)
-        solver = learner.policy(extra["frozen_solver"]) if alternating and proposer_phase else policy
+        solver = learner.policy(extra["frozen_solver"]) if schedule.frozen_solver and proposer_phase \
+            else policy
         rng = learner.host_rng(step, "sources")
         chosen = [task.sources[i] for i in rng.choice(len(task.sources), size=ps.sources_per_step,
                                                       replace=len(task.sources) < ps.sources_per_step)]
@@ -50,7 +44,7 @@ def train(config, run, task, game):
     def initial_extra(learner):
         extra = {"archive": jnp.zeros((a.archive_size, EMBED_DIM), jnp.float32),
                  "archive_count": jnp.int32(0)}
-        if alternating:
+        if schedule.frozen_solver:
             extra["frozen_solver"] = copy(learner.state.params)
         return extra
 

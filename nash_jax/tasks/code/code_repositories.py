@@ -13,7 +13,7 @@ are held out (never trained on: the held-out repair rate is measured on them).
 
 Your own repositories: give the recipe a list of paths in its config,
 
-    bug_injection:
+    ssr:
       repositories: [/src/my_repo, "~/code/repos/*"]
 
 each entry either a repository or a glob pattern (`*`, `?`, `[`) whose matching directories are

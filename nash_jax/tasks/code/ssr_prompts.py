@@ -18,7 +18,7 @@ from nash_jax.tasks.code.ssr_patch import reversed_diff
 from nash_jax.tasks.code import code_repositories, generated_repos
 from nash_jax.tasks import registry
 
-TOKENIZER_DIR = registry.MODELS["builtin:bug_injection"].tokenizer_dir
+TOKENIZER_DIR = registry.MODELS["builtin:ssr"].tokenizer_dir
 VOCAB_SIZE = 2048
 # what a model that reads instructions needs to know of the answer's form (tasks.code.ssr_artifact)
 INJECTOR_FORMAT = ("write a unified diff of source files in <bug_inject.diff>, one of test files that "

@@ -7,8 +7,8 @@ import pytest
 
 from nash_jax.config import load_config
 from nash_jax.models.tokenizer import load_tokenizer
-from nash_jax.recipes.bug_injection.game import solver_prompt
-from nash_jax.recipes.bug_injection.task import Repository
+from nash_jax.recipes.ssr.game import solver_prompt
+from nash_jax.recipes.ssr.task import Repository
 from nash_jax.tasks.code import ssr_demonstrations, ssr_prompts
 from nash_jax.tasks.code.mutations import file_mutants
 from nash_jax.tasks.code.ssr_demonstrations import run_tests
@@ -76,7 +76,7 @@ def test_the_demos_prompts_and_answers_fit_its_token_budgets(tmp_path):
     """configs/ssr_demo.yaml: the whole of a generated repository's prompts (so the buggy line is
     in the solver's window) and both roles' demonstrations fit the demo's budgets."""
     config = load_config(Path(__file__).parents[3] / "configs" / "ssr_demo.yaml")
-    b, g = config.bug_injection, config.bug_injection.generated
+    b, g = config.ssr, config.ssr.generated
     tokenizer = load_tokenizer(ssr_prompts.TOKENIZER_DIR)
     count = lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
     roots = gen.write_repositories(tmp_path, "heldout", 2, seed=1, functions=g.functions,

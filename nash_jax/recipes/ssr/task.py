@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nash_jax import parallel
-from nash_jax.recipes.bug_injection.config import DATA_STAGE
+from nash_jax.recipes.ssr.config import DATA_STAGE
 from nash_jax.runs.keys import stage_seed
 from nash_jax.tasks.code import ssr_demonstrations
 from nash_jax.tasks.code.ssr_artifact import read_artifact_dir, resolve_repository
@@ -51,7 +51,7 @@ def repositories(entries, split):
 def generated(run, split, n, config):
     """Repository of each of the n generated repositories of `split` (written once per run, by the
     writing process; the same seed gives the same ones)."""
-    g, folder = config.bug_injection.generated, run / "data" / "ssr" / "repos"
+    g, folder = config.ssr.generated, run / "data" / "ssr" / "repos"
     if parallel.is_writer():
         generated_repos.write_repositories(folder, split, n, stage_seed(config.seed, 0, "ssr_repos"),
                                            g.functions, g.max_constant)
@@ -60,24 +60,25 @@ def generated(run, split, n, config):
 
 
 def task_data(config, run):
-    b = config.bug_injection
+    b = config.ssr
     train = repositories(b.repositories, "train") + generated(run, "train", b.generated.train, config)
     heldout = (repositories(b.heldout_repositories, "heldout")
                + generated(run, "heldout", b.generated.heldout, config))
     for what, repos in (("training", train), ("held-out", heldout)):
         if not repos:
-            raise ValueError(f"bug_injection: no {what} repositories (repositories / "
+            raise ValueError(f"ssr: no {what} repositories (repositories / "
                              "heldout_repositories and generated); expected at least one")
     overlap = {r.root for r in train} & {r.root for r in heldout}
     if overlap:
-        raise ValueError(f"bug_injection: {sorted(map(str, overlap))} are both training and held-out "
+        raise ValueError(f"ssr: {sorted(map(str, overlap))} are both training and held-out "
                          "repositories; expected held-out repositories that are never trained on")
     if (b.demonstration_repositories or 0) > len(train):
-        raise ValueError(f"bug_injection.demonstration_repositories={b.demonstration_repositories}: there "
+        raise ValueError(f"ssr.demonstration_repositories={b.demonstration_repositories}: there "
                          f"are {len(train)} training repositories; expected at most that many (null: all)")
     folder = run / "data" / "ssr"
     if not run.done(DATA_STAGE):
         if parallel.is_writer():
+            # the key keeps the recipe's name before its rename: the same bugs as the runs measured then
             seed = stage_seed(config.seed, 0, "bug_injection_data")
             _write_bugs(folder / "demonstrations", train[:b.demonstration_repositories], b.demonstrations,
                         seed)
@@ -93,7 +94,7 @@ def _write_bugs(folder, repos, n, seed):
     streams = [ssr_demonstrations.repository_demonstrations(r.entry, seed) for r in repos]
     demos = ssr_demonstrations.deal(streams, n)
     if not demos:
-        raise ValueError(f"bug_injection: the mutation engine found no valid bug in "
+        raise ValueError(f"ssr: the mutation engine found no valid bug in "
                          f"{[r.entry for r in repos]}; expected repositories whose tests catch a mutant")
     folder.mkdir(parents=True, exist_ok=True)
     for i, demo in enumerate(demos):

@@ -2,17 +2,17 @@
 step's repositories, its credit and batch, and the anchors every `anchors.eval_every` steps."""
 
 from nash_jax.engine.learner import OnlineLearner, OnlineRecipe, Rollout, pg_step_shape
-from nash_jax.recipes.bug_injection.anchors import evaluate_anchors
-from nash_jax.recipes.bug_injection.config import ANCHOR_STAGE, STAGE, rows_per_step
-from nash_jax.recipes.bug_injection.credit import learner_rows
-from nash_jax.recipes.bug_injection.rounds import play
+from nash_jax.recipes.ssr.anchors import evaluate_anchors
+from nash_jax.recipes.ssr.config import ANCHOR_STAGE, STAGE, rows_per_step
+from nash_jax.recipes.ssr.credit import learner_rows
+from nash_jax.recipes.ssr.rounds import play
 from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.runs.keys import stage_key
 from nash_jax.selfplay.two_role import rows_batch
 
 
 def train(config, run, task, game):
-    b, a = config.bug_injection, config.bug_injection.anchors
+    b, a = config.ssr, config.ssr.anchors
     shape = plan_step(config)
     pad_id, capacity = pad_id_of(game.tokenizer), rows_per_step(b)
 
@@ -38,6 +38,6 @@ def train(config, run, task, game):
 
 def plan_step(config):
     """One update: every rollout of a step (rows_per_step), with a k3 KL to π_0 when kl_coef > 0."""
-    b = config.bug_injection
+    b = config.ssr
     longest = max(b.injector_max_tokens, b.solver_max_tokens)
     return pg_step_shape(b, rows=rows_per_step(b), max_len=longest, prompt_tokens=config.data.max_prompt_tokens)

@@ -1,4 +1,4 @@
-"""The `bug_injection:` config section (repositories, groups, the seven checks' thresholds, the
+"""The `ssr:` config section (repositories, groups, the seven checks' thresholds, the
 sandbox's limits, the anchors, the update), the checks between its fields, and the stage names."""
 
 from dataclasses import dataclass, field
@@ -9,11 +9,10 @@ from nash_jax.sandbox.sandbox import SandboxLimits
 from nash_jax.tasks.code.ssr_checks import CheckSettings
 from nash_jax.tasks.code import generated_repos
 
-BUILTIN_BUG_INJECTION = "builtin:bug_injection"  # model.path: a tiny Llama warm-started on both roles
 
-STAGE = "bug_injection"
-DATA_STAGE = "bug_injection_data"  # the warm start's demonstrations and the held-out bugs
-ANCHOR_STAGE = "bug_injection_anchors"
+STAGE = "ssr"
+DATA_STAGE = "ssr_data"  # the warm start's demonstrations and the held-out bugs
+ANCHOR_STAGE = "ssr_anchors"
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ class AnchorConfig:
 
 
 @dataclass(frozen=True)
-class BugInjectionConfig:
+class SSRConfig:
     DOMAINS = {"steps": AT_LEAST_1, "repositories_per_step": AT_LEAST_1,
                "injectors_per_repository": AT_LEAST_1, "solvers_per_artifact": AT_LEAST_1,
                "min_passing": AT_LEAST_1, "min_changed_files": AT_LEAST_1, "min_failing": AT_LEAST_1,
@@ -108,11 +107,11 @@ def rows_per_step(b):
 
 
 def check(config):
-    b = config.bug_injection
+    b = config.ssr
     if b.higher_order:
-        raise ValueError("bug_injection.higher_order=true: higher-order bugs (a failed repair as a new "
+        raise ValueError("ssr.higher_order=true: higher-order bugs (a failed repair as a new "
                          "bug) are not built yet; expected false")
     if b.steps % b.snapshots:
-        raise ValueError(f"bug_injection.steps={b.steps} is not a multiple of "
-                         f"bug_injection.snapshots={b.snapshots}")
+        raise ValueError(f"ssr.steps={b.steps} is not a multiple of "
+                         f"ssr.snapshots={b.snapshots}")
     b.sandbox.limits()

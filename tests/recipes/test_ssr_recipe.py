@@ -1,4 +1,4 @@
-"""`recipe: bug_injection` (SSR) end to end on a tiny model through the CLI: anchors in report.json, the
+"""`recipe: ssr` (SSR) end to end on a tiny model through the CLI: anchors in report.json, the
 saved artifacts re-validated by `nash-jax ssr-validate`, and resumption after SIGKILL while the
 sandbox validates equal to an uninterrupted run. One run is shared by the assertions."""
 
@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from nash_jax.recipes.bug_injection import AnchorConfig, BugInjectionConfig, evaluate_anchors
-from nash_jax.recipes.bug_injection.credit import FAILURES
-from nash_jax.recipes.bug_injection.game import Game
-from nash_jax.recipes.bug_injection.task import TaskData, read_bugs
+from nash_jax.recipes.ssr import AnchorConfig, SSRConfig, evaluate_anchors
+from nash_jax.recipes.ssr.credit import FAILURES
+from nash_jax.recipes.ssr.game import Game
+from nash_jax.recipes.ssr.task import TaskData, read_bugs
 from nash_jax.runs import read_metrics
 from nash_jax.tasks.code.ssr_artifact import policy_text
 from nash_jax.tasks.code import code_repositories
@@ -30,7 +30,7 @@ TINY = {
     "sampling": {"temperature": 1.0},  # so that the behaviour log-probs are the policy's own
     "train": {"checkpoint_every": 1},
     # the hand-written training repositories, and one generated held-out one (tasks.code.generated_repos)
-    "bug_injection": {"repositories": None, "heldout_repositories": [], "generated": {"train": 0, "heldout": 1},
+    "ssr": {"repositories": None, "heldout_repositories": [], "generated": {"train": 0, "heldout": 1},
                       "steps": 2, "repositories_per_step": 2, "injectors_per_repository": 2,
                       "solvers_per_artifact": 1, "demonstrations": 2, "injector_max_tokens": 24,
                       "solver_max_tokens": 128,
@@ -51,7 +51,7 @@ def ssr_validate(directory):
 
 @pytest.fixture(scope="module")
 def whole_run(tmp_path_factory):
-    return whole_run_of(tmp_path_factory, "bug_injection", tiny_config)
+    return whole_run_of(tmp_path_factory, "ssr", tiny_config)
 
 
 def test_a_run_reports_its_anchors_warm_start_first(whole_run):
@@ -72,7 +72,7 @@ def test_a_run_reports_its_anchors_warm_start_first(whole_run):
     assert report["repositories"]["train"] == code_repositories.names("train")
     assert report["repositories"]["heldout"] == [str(tmp / "whole" / "data" / "ssr" / "repos" / "gen_heldout_000")]
     assert report["sandbox"]["rlimits"], report["sandbox"]
-    steps = [m for m in read_metrics(tmp / "whole" / "metrics.jsonl") if m["stage"] == "bug_injection"]
+    steps = [m for m in read_metrics(tmp / "whole" / "metrics.jsonl") if m["stage"] == "ssr"]
     assert [m["step"] for m in steps] == [1, 2]
     assert all(m["ratio_mean"] == pytest.approx(1.0, abs=1e-4) for m in steps)  # behaviour log-probs align
     assert all(m["injector_reward"] >= -1.0 and m["trained_rows"] >= 4 for m in steps)
@@ -95,7 +95,7 @@ def test_an_anchor_step_saves_each_valid_artifact_for_ssr_validate(whole_run, tm
     model writes none that pass): every valid one is saved with its checks and re-validates."""
     tmp, _, _ = whole_run
     bugs = read_bugs(tmp / "whole" / "data" / "ssr" / "demonstrations", {})
-    config = SimpleNamespace(seed=0, bug_injection=BugInjectionConfig(
+    config = SimpleNamespace(seed=0, ssr=SSRConfig(
         solvers_per_artifact=2, anchors=AnchorConfig(repositories=2, injectors_per_repository=1)))
     game = ScriptedGame(config, {b.repository.entry: (policy_text(b.artifact), b.repair_diff) for b in bugs})
     repos = [b.repository for b in bugs]
@@ -116,7 +116,7 @@ class ScriptedGame(Game):
     artifact per repository and its exact repair."""
 
     def __init__(self, config, scripts):
-        self.config, self.b, self.scripts = config, config.bug_injection, scripts
+        self.config, self.b, self.scripts = config, config.ssr, scripts
         self.settings, self.sandbox_s = self.b.check_settings(), 0.0
 
     def inject(self, model, repos, num_samples, key):
@@ -137,11 +137,11 @@ def _samples(rows, k):
 def test_resuming_after_sigkill_during_validation_equals_an_uninterrupted_run(whole_run):
     tmp, path, _ = whole_run
     killed = tmp / "killed"
-    result = run_cli(path, killed, crash_at="bug_injection:validate:step=2")
+    result = run_cli(path, killed, crash_at="ssr:validate:step=2")
     assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
     result = run_cli(path, killed)
     assert result.returncode == 0, result.stderr[-3000:]
     assert_same_parameters(killed / "iter_0" / "policy", tmp / "whole" / "iter_0" / "policy")
-    assert_same_metrics(tmp / "whole", killed, "bug_injection")
+    assert_same_metrics(tmp / "whole", killed, "ssr")
     a, b = (json.loads((d / "report.json").read_text()) for d in (tmp / "whole", killed))
     assert a["anchors"] == b["anchors"]

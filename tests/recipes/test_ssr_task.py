@@ -1,4 +1,4 @@
-"""The bug-injection task's data (recipes/bug_injection/task.py): where the warm start's
+"""The bug-injection task's data (recipes/ssr/task.py): where the warm start's
 demonstrations come from."""
 
 from pathlib import Path
@@ -6,13 +6,13 @@ from pathlib import Path
 import pytest
 
 from nash_jax.config.loader import load_config
-from nash_jax.recipes.bug_injection.task import task_data
+from nash_jax.recipes.ssr.task import task_data
 from nash_jax.runs.directory import RunDir
 from tests.recipes.conftest import nested_config
 
 
 def test_demonstrations_come_only_from_the_first_demonstration_repositories(tmp_path):
-    layer = {"bug_injection": {"repositories": [], "heldout_repositories": [],
+    layer = {"ssr": {"repositories": [], "heldout_repositories": [],
                                "generated": {"train": 3, "heldout": 1}, "demonstrations": 4,
                                "demonstration_repositories": 1,
                                "anchors": {"heldout_bugs": 1}}}
@@ -25,7 +25,7 @@ def test_demonstrations_come_only_from_the_first_demonstration_repositories(tmp_
 
 
 def test_more_demonstration_repositories_than_training_ones_is_refused_by_name(tmp_path):
-    layer = {"bug_injection": {"repositories": [], "heldout_repositories": [],
+    layer = {"ssr": {"repositories": [], "heldout_repositories": [],
                                "generated": {"train": 2, "heldout": 1}, "demonstration_repositories": 3}}
     config = load_config(nested_config(tmp_path, "ssr_demo", "task", layer))
     with pytest.raises(ValueError, match=r"demonstration_repositories=3: there are 2 training"):

@@ -17,7 +17,7 @@ def play(config, game, repos, model, step, *, inject_key, solve_key, crash_prefi
          num_injectors=None):
     """Inject into `repos`, validate, repair every valid artifact G times; → Round (records: (Repository,
     text, Verdict) of every injector rollout; scored: {injector uid: solve rate})."""
-    b = config.bug_injection
+    b = config.ssr
     roles = _Roles(game, model, b.ssr_alpha, inject_key, solve_key)
     return play_round(roles, repos, num_injectors or b.injectors_per_repository, b.solvers_per_artifact,
                       step, crash_prefix)

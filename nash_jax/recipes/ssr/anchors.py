@@ -6,8 +6,8 @@ an anchor step is saved as RUN_DIR/anchor_artifacts/step_N/KK_REPO (both diffs, 
 repository, checks.json), which `nash-jax ssr-validate` re-validates."""
 
 from nash_jax import parallel
-from nash_jax.recipes.bug_injection.credit import round_metrics
-from nash_jax.recipes.bug_injection.rounds import play
+from nash_jax.recipes.ssr.credit import round_metrics
+from nash_jax.recipes.ssr.rounds import play
 from nash_jax.runs.keys import stage_key
 from nash_jax.selfplay.diversity import distinct_n
 from nash_jax.tasks.code.ssr_artifact import write_artifact_dir
@@ -17,14 +17,14 @@ ARTIFACTS = "anchor_artifacts"
 
 def evaluate_anchors(config, game, task, model, run, step):
     """{anchor metrics} of `model` at `step`; writes the step's valid artifacts."""
-    a = config.bug_injection.anchors
+    a = config.ssr.anchors
     metrics = {"heldout_repair_rate": game.repair_rate(model, task.heldout_bugs,
                                                        stage_key(config.seed, 0, "anchor_heldout"))}
     rnd = play(config, game, task.anchor_repositories, model, step - 1,
                inject_key=stage_key(config.seed, 0, "anchor_inject", step),
                solve_key=stage_key(config.seed, 0, "anchor_solve", step),
                num_injectors=a.injectors_per_repository)
-    metrics.update(round_metrics(config.bug_injection, rnd))
+    metrics.update(round_metrics(config.ssr, rnd))
     valid = [(repo, verdict) for repo, _, verdict in rnd.records if verdict.valid]
     metrics.update(edit_diversity([v.artifact.bug_diff for _, v in valid]))
     metrics["valid_artifacts"] = float(len(valid))

@@ -26,8 +26,8 @@ trained on), and on fresh artifacts for fixed anchor repositories the valid-arti
 each first failed check, the solve-rate distribution and the diversity of the injected edits; every
 valid anchor artifact is saved under RUN_DIR/anchor_artifacts for `nash-jax ssr-validate`.
 
-Crash points: `bug_injection:validate:step=N` (after the sandbox's verdicts of step N),
-`bug_injection:solve:step=N` and `bug_injection:step=N` (after its update).
+Crash points: `ssr:validate:step=N` (after the sandbox's verdicts of step N),
+`ssr:solve:step=N` and `ssr:step=N` (after its update).
 
 The modules, by concern: config, task (repositories, demonstrations, held-out bugs), game (injecting,
 validating, repairing, grading with one policy), rounds, credit, anchors, initial_policy (the warm
@@ -37,31 +37,31 @@ start), training and report.
 from nash_jax.engine import Recipe, register
 from nash_jax.engine.registry import SELF_PLAY_READS
 from nash_jax.engine import preparation
-from nash_jax.recipes.bug_injection.anchors import evaluate_anchors
-from nash_jax.recipes.bug_injection.config import (ANCHOR_STAGE, BUILTIN_BUG_INJECTION, DATA_STAGE, STAGE,
-                                                   AnchorConfig, BugInjectionConfig, SandboxConfig, check,
+from nash_jax.recipes.ssr.anchors import evaluate_anchors
+from nash_jax.recipes.ssr.config import (ANCHOR_STAGE, DATA_STAGE, STAGE,
+                                                   AnchorConfig, SSRConfig, SandboxConfig, check,
                                                    rows_per_step)
-from nash_jax.recipes.bug_injection.game import Game
-from nash_jax.recipes.bug_injection.initial_policy import warm_start
-from nash_jax.recipes.bug_injection.report import summary_lines, write_report
-from nash_jax.recipes.bug_injection.rounds import Round, play
-from nash_jax.recipes.bug_injection.task import TaskData, task_data
-from nash_jax.recipes.bug_injection.training import plan_step, train
+from nash_jax.recipes.ssr.game import Game
+from nash_jax.recipes.ssr.initial_policy import warm_start
+from nash_jax.recipes.ssr.report import summary_lines, write_report
+from nash_jax.recipes.ssr.rounds import Round, play
+from nash_jax.recipes.ssr.task import TaskData, task_data
+from nash_jax.recipes.ssr.training import plan_step, train
 from nash_jax.engine import policy_files
-__all__ = ["ANCHOR_STAGE", "BUILTIN_BUG_INJECTION", "DATA_STAGE", "STAGE", "AnchorConfig",
-           "BugInjectionConfig", "Game", "Round", "SandboxConfig", "TaskData", "check",
-           "evaluate_anchors", "play", "plan_step", "rows_per_step", "run_bug_injection",
+__all__ = ["ANCHOR_STAGE", "DATA_STAGE", "STAGE", "AnchorConfig",
+           "SSRConfig", "Game", "Round", "SandboxConfig", "TaskData", "check",
+           "evaluate_anchors", "play", "plan_step", "rows_per_step", "run_ssr",
            "summary_lines", "task_data", "train", "warm_start", "write_report"]
 
 
-def run_bug_injection(config, run):
-    b = config.bug_injection
-    mesh = preparation.fitting_mesh(config, {"bug_injection rows per step (repositories_per_step × "
+def run_ssr(config, run):
+    b = config.ssr
+    mesh = preparation.fitting_mesh(config, {"ssr rows per step (repositories_per_step × "
                                              "injectors_per_repository × (1 + solvers_per_artifact))":
                                              rows_per_step(b)})
     tokenizer = policy_files.load_policy_tokenizer(config.model, run)
     task = task_data(config, run)
-    if config.model.path == BUILTIN_BUG_INJECTION:
+    if preparation.is_builtin(config):
         warm_start(config, run, tokenizer, mesh, task)
     game = Game(config, tokenizer, mesh)
     if not run.done(STAGE):
@@ -69,7 +69,7 @@ def run_bug_injection(config, run):
     return write_report(config, run, task)
 
 
-register(Recipe(name="bug_injection", run=run_bug_injection, section="bug_injection",
-                section_type=BugInjectionConfig, check=check, summary=summary_lines,
-                report_options=(), builtin_models=(BUILTIN_BUG_INJECTION,), plan_step=plan_step,
-                reads=SELF_PLAY_READS))
+register(Recipe(name="ssr", run=run_ssr, section="ssr",
+                section_type=SSRConfig, check=check, summary=summary_lines,
+                report_options=(), builtin_models=("builtin:ssr",), plan_step=plan_step,
+                reads=SELF_PLAY_READS, formerly="bug_injection"))

@@ -4,9 +4,9 @@ protections, its plot, its markdown, and the lines `nash-jax run` prints."""
 
 import numpy as np
 
-from nash_jax.recipes.bug_injection.anchors import ARTIFACTS
-from nash_jax.recipes.bug_injection.config import ANCHOR_STAGE, STAGE
-from nash_jax.recipes.bug_injection.credit import FAILURES
+from nash_jax.recipes.ssr.anchors import ARTIFACTS
+from nash_jax.recipes.ssr.config import ANCHOR_STAGE, STAGE
+from nash_jax.recipes.ssr.credit import FAILURES
 from nash_jax.reporting import writer
 from nash_jax.runs.metrics import read_metrics
 from nash_jax.sandbox.sandbox import protections
@@ -17,7 +17,7 @@ ANCHOR_KEYS = ("heldout_repair_rate", "valid_artifact_rate", "valid_artifacts", 
 
 def anchor_table(config, metrics):
     records = sorted((m for m in metrics if m["stage"] == ANCHOR_STAGE), key=lambda m: m["step"])
-    G = config.bug_injection.solvers_per_artifact
+    G = config.ssr.solvers_per_artifact
     anchors = {"step": [m["step"] for m in records], **{k: [m.get(k) for m in records] for k in ANCHOR_KEYS}}
     anchors["failed_checks"] = {name: [m.get(f"failed_{name}", 0.0) for m in records] for name in FAILURES}
     anchors["solve_rate_distribution"] = [[m.get(f"solve_rate_{k}_of_{G}", 0.0) for k in range(G + 1)]
@@ -26,7 +26,7 @@ def anchor_table(config, metrics):
 
 
 def write_report(config, run, task):
-    b = config.bug_injection
+    b = config.ssr
     metrics = read_metrics(run / "metrics.jsonl")
     train = [m for m in metrics if m["stage"] == STAGE]
     anchors = anchor_table(config, metrics)
@@ -61,7 +61,7 @@ def draw_plots(figures, report):
 def markdown(report, plots):
     a = report["anchors"]
     keys = ["step", *ANCHOR_KEYS]
-    lines = [f"# Run report: bug_injection ({report['run_dir']})", "",
+    lines = [f"# Run report: ssr ({report['run_dir']})", "",
              f"{len(report['repositories']['train'])} training repositories, "
              f"{len(report['repositories']['heldout'])} held out ({report['heldout_bugs']} held-out bugs), "
              f"{report['demonstrations']} demonstrations; sandbox: "

@@ -1,4 +1,4 @@
-"""π_0 for `model.path: builtin:bug_injection`: the warm start, a tiny Llama fit to the mutation
+"""π_0 for `model.path: builtin:ssr`: the warm start, a tiny Llama fit to the mutation
 engine's demonstrations of both roles (stage `init`): the artifact an injector writes for a training
 repository, and the repair (the reversed bug patch) a solver writes for it."""
 
@@ -6,7 +6,7 @@ import numpy as np
 
 from nash_jax import data
 from nash_jax.engine import preparation
-from nash_jax.recipes.bug_injection.game import solver_prompt
+from nash_jax.recipes.ssr.game import solver_prompt
 from nash_jax.runs.keys import stage_seed
 from nash_jax.tasks.code import ssr_prompts
 from nash_jax.tasks.code.ssr_artifact import policy_text
@@ -16,7 +16,7 @@ def warm_start(config, run, tokenizer, mesh, task):
     """Fit a tiny Llama to demonstrations of both roles and export it as π_0 (stage `init`)."""
     if run.done("init"):
         return
-    w, b = config.warm_start, config.bug_injection
+    w, b = config.warm_start, config.ssr
     pairs = []
     for bug in task.demonstrations:
         pairs.append((ssr_prompts.injector_prompt(bug.repository.entry, bug.repository.root),
@@ -25,7 +25,7 @@ def warm_start(config, run, tokenizer, mesh, task):
     # a response longer than its role's max tokens (EOS included) is one the policy could never write
     pairs = [(p, r) for p, r, most in pairs if len(tokenizer(r, add_special_tokens=False)["input_ids"]) < most]
     if not pairs:
-        raise ValueError(f"bug_injection: none of the {len(task.demonstrations)} demonstrations fits "
+        raise ValueError(f"ssr: none of the {len(task.demonstrations)} demonstrations fits "
                          f"injector_max_tokens={b.injector_max_tokens} / solver_max_tokens="
                          f"{b.solver_max_tokens}; raise them")
     ids, _, _ = data.encode_prompts(tokenizer, [prompt for prompt, _ in pairs],

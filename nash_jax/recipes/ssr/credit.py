@@ -6,14 +6,14 @@ import numpy as np
 from nash_jax.selfplay.episodes import Role, role_advantages
 from nash_jax.selfplay.two_role import trained_rows
 from nash_jax.tasks.code.ssr_checks import CHECKS
-from nash_jax.recipes.bug_injection.game import UNFINISHED, UNPARSED
+from nash_jax.recipes.ssr.game import UNFINISHED, UNPARSED
 
 FAILURES = (UNPARSED, UNFINISHED, *CHECKS)  # what an invalid artifact failed first, in check order
 
 
 def learner_rows(config, rnd, capacity):
     """(rows [(prompt ids, rollout, advantage)], step metrics) of a round's complete episodes."""
-    b = config.bug_injection
+    b = config.ssr
     rollouts, roles, _, rewards, advantage = role_advantages(rnd.episodes, capacity,
                                                              b.injector_advantage, b.solver_advantage)
     metrics = round_metrics(b, rnd)

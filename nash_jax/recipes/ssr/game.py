@@ -33,7 +33,7 @@ class Verdict:
 class Game:
     def __init__(self, config, tokenizer, mesh):
         self.config, self.tokenizer, self.mesh = config, tokenizer, mesh
-        self.b = config.bug_injection
+        self.b = config.ssr
         self.settings = self.b.check_settings()
         self.sampling = sampling_settings(config, tokenizer, mesh)
         self.sandbox_s = 0.0  # wall time in sandboxed test runs so far (a step's share is logged)
