@@ -5,7 +5,7 @@ key against the dataclass fields and each value against the field's type (a `Lit
 values). Errors name the file, the dotted key, what was given and what was expected.
 
     domains     Range (a numeric field's domain), choices, sizes in bytes
-    sections    the shared sections (model, data, sampling, judge, train, mesh, eval, ...)
+    sections    the shared sections (model, data, sampling, judge, train, mesh, eval, logging, ...)
     recipes     the one recipe registry: names, their sections, entry-point discovery
     loader      YAML and overrides in, a checked run config out; to_dict / to_yaml
     yaml_files  YAML that refuses duplicate keys
@@ -18,12 +18,12 @@ from nash_jax.config.loader import (RESULT_NEUTRAL, apply_overrides, build, buil
 from nash_jax.config.recipes import (ENTRY_POINT_GROUP, discover_recipes, recipe_names, register_recipe,
                                      run_config_type)
 from nash_jax.config.sections import (BUILTIN_SYNTHETIC, REPORT_ONLY_EVAL_FIELDS, DataConfig, EvalConfig,
-                                      JudgeConfig, MeshConfig, ModelConfig, OptimizerConfig, RunConfig,
-                                      SamplingConfig, TrainConfig, WarmStartConfig)
+                                      JudgeConfig, LoggingConfig, MeshConfig, ModelConfig, OptimizerConfig,
+                                      RunConfig, SamplingConfig, TrainConfig, WarmStartConfig)
 
 __all__ = ["AT_LEAST_1", "BUILTIN_SYNTHETIC", "DataConfig", "ENTRY_POINT_GROUP", "EvalConfig", "JudgeConfig",
-           "MeshConfig", "ModelConfig", "NON_NEGATIVE", "OptimizerConfig", "POSITIVE", "PROBABILITY",
-           "REPORT_ONLY_EVAL_FIELDS", "RESULT_NEUTRAL", "Range", "RunConfig", "SamplingConfig",
+           "LoggingConfig", "MeshConfig", "ModelConfig", "NON_NEGATIVE", "OptimizerConfig", "POSITIVE",
+           "PROBABILITY", "REPORT_ONLY_EVAL_FIELDS", "RESULT_NEUTRAL", "Range", "RunConfig", "SamplingConfig",
            "TrainConfig", "WarmStartConfig", "apply_overrides", "build", "build_run_config",
            "check_choice", "discover_recipes", "load_config", "normalised", "parse_bytes",
            "parse_override", "read_yaml", "recipe_names", "register_recipe", "run_config_type",

@@ -202,7 +202,8 @@ def normalised(values):
     return {k: v for k, v in values.items() if k not in RESULT_NEUTRAL}
 
 
-RESULT_NEUTRAL = {"compilation_cache_dir"}  # settings that cannot change a run: a resume may change them
+# settings that cannot change a run: a resume may change them (and may add W&B to a run started without)
+RESULT_NEUTRAL = {"compilation_cache_dir", "logging"}
 
 
 def to_dict(config):

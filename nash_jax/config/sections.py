@@ -224,6 +224,28 @@ class EvalConfig:
                              "in [0, 0.5] (a mean |P̂ − ½|)")
 
 
+@dataclass(frozen=True)
+class LoggingConfig:
+    """Where a run's metrics go besides metrics.jsonl and TensorBoard: Weights & Biases when `wandb`
+    names a project (nash_jax.runs.metrics; `pip install 'nash-jax[wandb]'`)."""
+
+    wandb: str | None = None  # the W&B project; null: no W&B
+    wandb_entity: str | None = None  # the W&B user or team; null: the logged-in user's default
+    wandb_mode: Literal["online", "offline", "disabled"] = "online"  # offline: `wandb sync` later
+    wandb_tags: list[str] = field(default_factory=list)
+
+    def check_fields(self, key="logging"):
+        """The W&B fields mean something only with a project: without one, a set field is refused."""
+        if self.wandb is not None and not self.wandb.strip():
+            raise ValueError(f"{key}.wandb={self.wandb!r}; expected a W&B project name, or null for no "
+                             "W&B")
+        unread = sorted(set(_changed_fields(self)) - {"wandb"})
+        if self.wandb is None and unread:
+            name = unread[0]
+            raise ValueError(f"{key}.{name}={getattr(self, name)!r}: nothing reads it without "
+                             f"{key}.wandb; expected {key}.wandb=PROJECT, or {key}.{name} left unset")
+
+
 # eval fields that change only the report, not what a run trains or samples for its iterates: `nash-jax
 # report RUN_DIR eval.KEY=VALUE` may change them on a finished run
 REPORT_ONLY_EVAL_FIELDS = ("second_judge", "average_iterates", "best_of_n", "saturation_threshold",
@@ -252,3 +274,4 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     mesh: MeshConfig = field(default_factory=MeshConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)

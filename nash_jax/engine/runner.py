@@ -11,6 +11,7 @@ from nash_jax.runs import RunDir, compilation_cache
 def run(config):
     """Run (or resume) the recipe a config names; returns the report dict."""
     recipe = get(config.recipe)
+    wandb_options = wandb_settings(config.logging)  # before anything is written
     if config.compilation_cache_dir is not None:  # before anything compiles
         compilation_cache.enable(config.compilation_cache_dir)
     if recipe.check is not None:
@@ -19,10 +20,29 @@ def run(config):
     check_paths(config, recipe.builtin_models)
     config = resolve_run_dir(config)
     run_dir = RunDir(config.run_dir)
+    failed = True
     try:
         acquire_on_every_process(run_dir)
         run_dir.lock_config(to_dict(config), normalise=config_lib.normalised)
+        if wandb_options is not None:
+            run_dir.enable_wandb(**wandb_options, config=to_dict(config))
         run_dir.verify()
-        return recipe.run(config, run_dir)
+        report = recipe.run(config, run_dir)
+        failed = False
+        return report
     finally:
-        run_dir.close()
+        run_dir.close(failed=failed)
+
+
+def wandb_settings(logging):
+    """The W&B settings of a config's `logging` section as plain values for RunDir.enable_wandb, or
+    None without a W&B project; a missing wandb package is said here, before the run writes anything."""
+    if logging.wandb is None:
+        return None
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        raise ValueError(f"logging.wandb={logging.wandb} needs the wandb package: pip install "
+                         "'nash-jax[wandb]'") from None
+    return {"project": logging.wandb, "entity": logging.wandb_entity, "mode": logging.wandb_mode,
+            "tags": list(logging.wandb_tags)}

@@ -3,10 +3,11 @@ the manifest of finished stages.
 
 A run directory holds the resolved config (`config.yaml`), a manifest of finished stages
 (`manifest.json`), one folder per iteration with each stage's artifact, orbax checkpoints, metrics
-(`metrics.jsonl` and TensorBoard events under `tensorboard/`) and the report. A stage counts as finished
-only once the manifest records it, with the size and SHA-256 (above 64 MiB: the modification time) of
-every file it wrote, and the manifest is written after the artifact is in place: a crash at any moment
-leaves either a finished stage or one that is redone, never a truncated file read as finished.
+(`metrics.jsonl`, TensorBoard events under `tensorboard/`, with W&B its files under `wandb/` and its
+run id in `wandb_run_id`) and the report. A stage counts as finished only once the manifest records it,
+with the size and SHA-256 (above 64 MiB: the modification time) of every file it wrote, and the manifest
+is written after the artifact is in place: a crash at any moment leaves either a finished stage or one
+that is redone, never a truncated file read as finished.
 """
 
 import json
@@ -239,11 +240,17 @@ class RunDir:
         write_text_atomically(self.manifest_path, json.dumps(self.manifest, indent=1))
 
     def log_metrics(self, stage, step, metrics):
-        """Append one JSON line to metrics.jsonl and the scalars to TensorBoard (process 0 only)."""
+        """Append one JSON line to metrics.jsonl and the scalars to TensorBoard, and to W&B once
+        enable_wandb was called (process 0 only)."""
         self._metrics.log(stage, step, metrics)
 
-    def close(self):
-        self._metrics.close()
+    def enable_wandb(self, project, entity=None, mode="online", tags=(), config=None):
+        """Log the metrics to W&B project `project` as well (MetricsLog.enable_wandb)."""
+        self._metrics.enable_wandb(project, entity=entity, mode=mode, tags=tags, config=config)
+
+    def close(self, failed=False):
+        """Release the lock and close the metrics (`failed`: the run stopped with an error)."""
+        self._metrics.close(failed)
         if self._lock_file is not None:
             self._lock_file.close()  # releases the lock
             self._lock_file = None

@@ -1,23 +1,39 @@
 """A run's metrics: one JSON line per (stage, step) in metrics.jsonl, the scalars also as TensorBoard
-events under tensorboard/, written by process 0 only; a resumed run's redone steps replace the killed
-run's lines."""
+events under tensorboard/ and, when enabled, to a Weights & Biases run (its files under wandb/), written
+by process 0 only; a resumed run's redone steps replace the killed run's lines."""
 
 import json
+import re
+import secrets
 from pathlib import Path
 
 from nash_jax.runs.files import write_text_atomically
 
 
+WANDB_ID_FILE = "wandb_run_id"  # the run directory's W&B run id: a resumed run logs to the same W&B run
+
+
 class MetricsLog:
-    """metrics.jsonl and the TensorBoard writer of one run directory."""
+    """metrics.jsonl, the TensorBoard writer and, once enable_wandb is called, the W&B run of one run
+    directory."""
 
     def __init__(self, directory):
         self.directory = Path(directory)
         self._tensorboard = None
+        self._wandb = None  # a _WandbRun once enabled
         self._last_logged = None  # {stage: the last step in metrics.jsonl}, read at the first log
 
+    def enable_wandb(self, project, entity=None, mode="online", tags=(), config=None):
+        """Log to W&B project `project` as well (`config`: the run config as a plain dict, shown with
+        the run); process 0 starts the W&B run now, so that a W&B problem (no login) stops the run
+        before its work, not at its first metric. Call once the run directory exists."""
+        from nash_jax.parallel import is_writer
+        if is_writer() and self._wandb is None:
+            self._wandb = _WandbRun(self.directory, project, entity, mode, tags, config)
+
     def log(self, stage, step, metrics):
-        """Append one JSON line to metrics.jsonl and the scalars to TensorBoard (process 0 only)."""
+        """Append one JSON line to metrics.jsonl, the scalars to TensorBoard and to W&B when enabled
+        (process 0 only)."""
         from nash_jax.parallel import is_writer
         if not is_writer():
             return
@@ -30,6 +46,8 @@ class MetricsLog:
             self._tensorboard = SummaryWriter(str(self.directory / "tensorboard"))
         for name, value in metrics.items():
             self._tensorboard.add_scalar(f"{stage}/{name}", float(value), int(step))
+        if self._wandb is not None:
+            self._wandb.log(stage, record)
 
     def _forget_redone_metrics(self, stage, step):
         """A resumed run redoes the steps after its last checkpoint: before the first redone step of
@@ -51,10 +69,54 @@ class MetricsLog:
         write_text_atomically(self.directory / "metrics.jsonl",
                               "".join(json.dumps(r) + "\n" for r in records))
 
-    def close(self):
+    def close(self, failed=False):
+        """Close the TensorBoard writer and finish the W&B run (`failed`: marked so in W&B)."""
         if self._tensorboard is not None:
             self._tensorboard.close()
             self._tensorboard = None
+        if self._wandb is not None:
+            self._wandb.finish(failed)
+            self._wandb = None
+
+
+class _WandbRun:
+    """One run directory's W&B run. Each stage counts its steps from 0, while W&B's own step may only
+    grow across a run: every stage is logged against a step metric of its own (`STAGE/step`), and
+    W&B's step just counts the log calls."""
+
+    def __init__(self, directory, project, entity, mode, tags, config):
+        import wandb
+
+        # dir: W&B writes into a `wandb` folder inside it; resume="allow": a resumed run directory
+        # continues its W&B run (same id), a new one starts one
+        self._run = wandb.init(project=project, entity=entity, mode=mode, tags=list(tags), config=config,
+                               name=directory.name, dir=str(directory), id=_wandb_run_id(directory),
+                               resume="allow")
+        self._stages = set()  # the stages whose step metric is defined in this process
+
+    def log(self, stage, record):
+        """One metrics.jsonl record as W&B row {STAGE/step: step, STAGE/NAME: value, ...}."""
+        if stage not in self._stages:
+            self._run.define_metric(f"{stage}/step")
+            self._run.define_metric(f"{stage}/*", step_metric=f"{stage}/step")
+            self._stages.add(stage)
+        # a resumed run logs its redone steps again: W&B keeps both points, of equal values
+        self._run.log({f"{stage}/{k}": v for k, v in record.items() if k != "stage"})
+
+    def finish(self, failed):
+        self._run.finish(exit_code=1 if failed else 0)
+
+
+def _wandb_run_id(directory):
+    """The W&B run id stored in the run directory; the first start makes one of the directory's name
+    and a random suffix (another directory of the same name is another W&B run)."""
+    path = directory / WANDB_ID_FILE
+    if path.is_file() and path.read_text().strip():
+        return path.read_text().strip()
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", directory.name)[:48]  # characters W&B takes in an id
+    run_id = f"{name}-{secrets.token_hex(4)}"
+    write_text_atomically(path, run_id + "\n")
+    return run_id
 
 
 def defined_metrics(metrics):
