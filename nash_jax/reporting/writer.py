@@ -80,6 +80,21 @@ def table_lines(labels, rows):
     return lines
 
 
+def markdown_table(header, rows):
+    """A markdown table of column names `header` and rows of values (each a `cell`)."""
+    return (["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+            + ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows])
+
+
+def course(values, every=False):
+    """A figure over a run's anchors at three decimals: "first -> last" (every: each value in
+    turn); missing values skipped, "-" without any."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    return " -> ".join(f"{v:.3f}" for v in (values if every else (values[0], values[-1])))
+
+
 def figure_lines(names):
     """The markdown that embeds each figure."""
     return [f"![{name}]({name})" for name in names] + [""]

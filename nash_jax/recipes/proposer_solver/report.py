@@ -98,17 +98,14 @@ def markdown(report, plots):
     lines = [f"# Run report: proposer_solver ({report['run_dir']})", "",
              f"Task {report['task']}, answer source {report['answer_source']}, proposer reward "
              f"{report['proposer_reward']}, schedule {report['schedule']}.", "",
-             "## Anchors over evaluation steps (step 0 = the warm start)", "",
-             "| " + " | ".join(k for k in a if k != "p_hat_distribution") + " |",
-             "|---" * (len(a) - 1) + "|"]
-    for i in range(len(a["step"])):
-        lines.append("| " + " | ".join(writer.cell(a[k][i]) for k in a if k != "p_hat_distribution") + " |")
-    lines += ["", "## Solver snapshots: accuracy on the held-out set and on each snapshot's problems", "",
-              "| solver | held-out | " + " | ".join(f"problems of {l} (n={n})" for l, n in
-                                                   zip(s["labels"], s["problems"])) + " |",
-              "|---|---|" + "---|" * len(s["labels"])]
-    for label, held, row in zip(s["labels"], s["heldout_accuracy"], s["cross_accuracy"]):
-        lines.append(f"| {label} | {writer.cell(held)} | " + " | ".join(writer.cell(v) for v in row) + " |")
+             "## Anchors over evaluation steps (step 0 = the warm start)", ""]
+    keys = [k for k in a if k != "p_hat_distribution"]
+    lines += writer.markdown_table(keys, [[a[k][i] for k in keys] for i in range(len(a["step"]))])
+    lines += ["", "## Solver snapshots: accuracy on the held-out set and on each snapshot's problems", ""]
+    lines += writer.markdown_table(
+        ["solver", "held-out", *(f"problems of {l} (n={n})" for l, n in zip(s["labels"], s["problems"]))],
+        [[label, held, *row] for label, held, row in zip(s["labels"], s["heldout_accuracy"],
+                                                        s["cross_accuracy"])])
     lines += ["", "A later solver that does worse than an earlier one on the held-out set, or on the "
               "earlier proposer's problems, is a regression that self-play alone would not show.", ""]
     lines += writer.figure_lines(plots)
@@ -119,8 +116,7 @@ def summary_lines(report):
     a = report["anchors"]
 
     def span(key):
-        values = [v for v in a.get(key, []) if v is not None]
-        return f"{values[0]:.3f} -> {values[-1]:.3f}" if values else "-"
+        return writer.course(a.get(key, []))
 
     lines = [f"held-out accuracy (warm start -> final): {span('heldout_accuracy')}",
              f"mean learnability: {span('mean_learnability')}",

@@ -66,15 +66,11 @@ def markdown(report, plots):
              f"{len(report['repositories']['heldout'])} held out ({report['heldout_bugs']} held-out bugs), "
              f"{report['demonstrations']} demonstrations; sandbox: "
              + ", ".join(k for k, v in report["sandbox"].items() if v is True) + ".", "",
-             "## Anchors over evaluation steps (step 0 = the warm start)", "",
-             "| " + " | ".join(keys) + " |", "|---" * len(keys) + "|"]
-    for i in range(len(a["step"])):
-        lines.append("| " + " | ".join(writer.cell(a[k][i]) for k in keys) + " |")
-    lines += ["", "## First failed check of the anchor artifacts", "",
-              "| check | " + " | ".join(f"step {s}" for s in a["step"]) + " |",
-              "|---" * (len(a["step"]) + 1) + "|"]
-    for name, counts in a["failed_checks"].items():
-        lines.append(f"| {name} | " + " | ".join(writer.cell(c) for c in counts) + " |")
+             "## Anchors over evaluation steps (step 0 = the warm start)", ""]
+    lines += writer.markdown_table(keys, [[a[k][i] for k in keys] for i in range(len(a["step"]))])
+    lines += ["", "## First failed check of the anchor artifacts", ""]
+    lines += writer.markdown_table(["check", *(f"step {s}" for s in a["step"])],
+                                   [[name, *counts] for name, counts in a["failed_checks"].items()])
     lines += ["", f"{len(report['anchor_artifacts'])} valid anchor artifacts saved (re-validate one with "
               "`nash-jax ssr-validate RUN_DIR/anchor_artifacts/step_N/KK_REPO`).", ""]
     lines += writer.figure_lines(plots)
@@ -85,8 +81,7 @@ def summary_lines(report):
     a = report["anchors"]
 
     def span(key):
-        values = [v for v in a.get(key, []) if v is not None]
-        return " -> ".join(f"{v:.3f}" for v in values) if values else "-"
+        return writer.course(a.get(key, []), every=True)
 
     steps = ", ".join(str(s) for s in a["step"])
     return [f"anchor steps: {steps} (step 0 = the warm start)",
