@@ -8,7 +8,7 @@ et al. 2025). Each step, on `prompts_per_step` prompts:
                                            returns: rewards; a preference-only judge is refused
     A_i within the prompt's group          advantage grpo (r − mean)/(std + eps), rloo (leave-one-out
                                            mean), drgrpo (r − mean): core.advantages.group_advantages
-    epochs_per_batch `pg_kl` steps         clipped policy gradient, `aggregation`, k3 KL towards π_0
+    train.epochs `pg_kl` steps             clipped policy gradient, `aggregation`, k3 KL towards π_0
                                            with weight kl_coef (its value logged at 0 too)
 
 Every `train.*` field acts through the shared online layer (engine/learner.py); a rerun of a killed
