@@ -10,7 +10,7 @@ import pytest
 from nash_jax import runs
 from nash_jax.runs import RunDir
 
-REPO = Path(__file__).parents[1]
+REPO = Path(__file__).parents[2]
 
 
 def user_folder(root):

@@ -16,7 +16,7 @@ from nash_jax.engine.loop import train_loop
 from tests.processes import USER_CLI
 from nash_jax.runs import RunDir
 
-REPO = Path(__file__).parents[1]
+REPO = Path(__file__).parents[2]
 FOUR = REPO / "configs" / "games" / "four_responses.yaml"
 
 

@@ -12,7 +12,7 @@ from nash_jax import cli
 from nash_jax.evaluation import tabular
 from tests.processes import USER_CLI
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 FOUR = ROOT / "configs" / "games" / "four_responses.yaml"
 
 

@@ -8,7 +8,7 @@ import yaml
 from nash_jax.config import RunConfig, load_config, to_dict
 from nash_jax.runs import RunDir
 
-CONFIGS = Path(__file__).parents[2] / "configs"
+CONFIGS = Path(__file__).parents[3] / "configs"
 
 
 def write(tmp_path, text, recipe="sppo"):

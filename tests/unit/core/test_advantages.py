@@ -44,7 +44,7 @@ def test_two_distinct_values_give_plus_minus_one_over_root_two():
     close(one_group([3.0, -2.0], "grpo", eps=0.0), [0.7071068, -0.7071068])
 
 
-# B. Proposer / solver groups (the group ids come from selfplay.episodes.group_ids; see tests/selfplay)
+# B. Proposer / solver groups (the group ids come from selfplay.episodes.group_ids; see tests/unit/selfplay)
 
 SOLVER_SCORES = np.array([[1, 1, 0, 0], [1, 0, 0, 0]], np.float32)  # solvers of P1 and P2
 
@@ -282,7 +282,7 @@ def test_drgrpo_aggregation_needs_max_len():
         adv.aggregate_loss(I_LOSS, I_MASK, "drgrpo")
 
 
-# J. Diversity (the host-side distinct-2 is in tests/selfplay/test_diversity.py)
+# J. Diversity (the host-side distinct-2 is in tests/unit/selfplay/test_diversity.py)
 
 
 def test_vector_j_cluster_entropy():
@@ -303,7 +303,7 @@ def test_vector_j_pairwise_cosine_and_archive_novelty():
     close(diversity.archive_novelty(jnp.array([0.0, 1.0]), archive, jnp.zeros(3, bool)), 1.0)
 
 
-# K. Group health (the group ids of K are built in tests/selfplay/test_episodes.py)
+# K. Group health (the group ids of K are built in tests/unit/selfplay/test_episodes.py)
 
 
 def test_vector_k_effective_group_ratio():

@@ -18,7 +18,7 @@ from nash_jax.engine.plan import PLAN_STEPS
 from nash_jax.train import init_train_state, make_optimizer, make_step
 from nash_jax.train.steps import DEFAULT_LOGPROB_CHUNK
 
-CONFIGS = Path(__file__).parent.parent / "configs"
+CONFIGS = Path(__file__).parents[3] / "configs"
 TINY = {"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
 
@@ -149,7 +149,7 @@ def test_plan_prints_one_json_line_and_fits_a_large_memory(tiny_config, capsys):
 
 def test_the_ssr_demo_plans_on_one_device_within_two_gib(capsys):
     """The bug-injection recipe's step, sized from its built-in model's warm-start section."""
-    config = Path(__file__).parents[1] / "configs" / "ssr_demo.yaml"
+    config = Path(__file__).parents[3] / "configs" / "ssr_demo.yaml"
     assert cli.main(["plan", str(config), "--device-memory", "2GiB", "--devices", "1", "--json"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["fits"] is True and result["total_bytes"] < 2**31, result

@@ -9,10 +9,10 @@ import pytest
 
 from nash_jax.judges.base import PreferenceModel, validate_prob_matrices
 from nash_jax.judges.simple import CallableJudge, FileJudge, RewardJudge, text_hash
-from tests.judges.tiny_pairrm import CANDIDATES, PROMPTS
+from tests.unit.judges.tiny_pairrm import CANDIDATES, PROMPTS
 from tests.processes import USER_CLI
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_reward_judge_is_bradley_terry_on_the_rewards():

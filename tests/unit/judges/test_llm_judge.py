@@ -11,7 +11,7 @@ from nash_jax import parallel
 from nash_jax.config import JudgeConfig
 from nash_jax.judges import check_judge, make_judge
 from nash_jax.judges.llm import DEFAULT_TEMPLATE, LLMJudge
-from tests.judges.tiny_decoders import LABELS, WORDS
+from tests.unit.judges.tiny_decoders import LABELS, WORDS
 
 PROMPTS = ["What is the capital of France?", "Name a prime number greater than ten, and say why."]
 CANDIDATES = [["Paris.", "London is the capital.", "It is Paris, a city on the Seine."],

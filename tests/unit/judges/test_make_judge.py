@@ -11,7 +11,7 @@ from nash_jax.engine import judging
 from nash_jax.cli import main
 from nash_jax.config import JudgeConfig, build
 from nash_jax.judges import BUILDERS, CHECKS, check_judge, make_judge
-from tests.judges.tiny_decoders import LABELS
+from tests.unit.judges.tiny_decoders import LABELS
 
 KINDS = {"pairrm", "synthetic", "file", "llm", "reward_model", "python"}
 

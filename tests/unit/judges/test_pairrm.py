@@ -10,7 +10,7 @@ import torch
 
 from nash_jax import parallel
 from nash_jax.judges.pairrm import PairRM
-from tests.judges.tiny_pairrm import CANDIDATES, MARKERS, PROMPTS
+from tests.unit.judges.tiny_pairrm import CANDIDATES, MARKERS, PROMPTS
 
 
 def torch_logit(encoder, head, ids, marker_ids):

@@ -21,7 +21,7 @@ from nash_jax.models.llama import Llama
 from nash_jax.rollout.sampling import generate
 from nash_jax.train import steps
 from nash_jax.train.state import split_model
-from tests.models.test_llama import padded_batch
+from tests.unit.models.test_llama import padded_batch
 from tests.tiny_hf import saved_models_fixture, torch_logits
 
 TOL = 1e-4

@@ -14,7 +14,7 @@ import pytest
 from nash_jax.sandbox import sandbox
 from nash_jax.sandbox.sandbox import SandboxLimits, run_tests
 from nash_jax.sandbox.sandbox_report import junit_outcomes
-from tests.tasks.code import ssr_repos as repos
+from tests.unit.tasks.code import ssr_repos as repos
 
 # Tight limits but a generous wall, so that a loaded machine does not turn a threat that should hit
 # another limit (or none) into a wall-clock timeout; SHORT_WALL for the threats that end at the wall.

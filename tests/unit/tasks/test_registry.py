@@ -13,7 +13,7 @@ from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.selfplay import answer_sources
 from nash_jax.tasks import registry
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("name", sorted({m.name for m in registry.MODELS.values()}))

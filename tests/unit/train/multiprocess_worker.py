@@ -1,7 +1,7 @@
 """One process of the two-process test: 4 CPU devices each, one 8-device mesh, three SPPO steps.
 
-Run by tests/train/test_multiprocess.py as
-    python -m tests.train.multiprocess_worker PROCESS_ID NUM_PROCESSES PORT OUT_JSON
+Run by tests/unit/train/test_multiprocess.py as
+    python -m tests.unit.train.multiprocess_worker PROCESS_ID NUM_PROCESSES PORT OUT_JSON
 """
 
 import json
@@ -18,7 +18,7 @@ from tests.processes import xla_flags
 def sppo_run(mesh, process_rows):
     """Three SPPO steps on the shared test batch; `process_rows` picks this process's examples."""
     from nash_jax.train import make_step
-    from tests.train.conftest import setup, token_batch
+    from tests.unit.train.conftest import setup, token_batch
 
     model_def, state, shardings, _, tx, schedule, logprobs = setup(mesh=mesh)
     batch = token_batch(16, seed=11)

@@ -9,7 +9,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from nash_jax.core import losses
 from nash_jax.train import make_logprobs, make_step
-from tests.train.conftest import MESHES, mesh_of, setup, token_batch
+from tests.unit.train.conftest import MESHES, mesh_of, setup, token_batch
 
 
 def _inputs(b, n, e, v, dtype=jnp.float32, seed=0):

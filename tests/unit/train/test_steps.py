@@ -11,7 +11,7 @@ from nash_jax.config import OptimizerConfig
 from nash_jax.train import make_step
 from nash_jax.train.steps import objective_loss, policy_logprobs
 from nash_jax.train.objectives import OBJECTIVES
-from tests.train.conftest import CONFIG, MESHES, setup, token_batch
+from tests.unit.train.conftest import CONFIG, MESHES, setup, token_batch
 
 pytestmark = pytest.mark.long
 
@@ -248,7 +248,7 @@ def test_mixed_precision_steps_keep_parameter_dtype_and_fp32_metrics(dtype, para
     from nash_jax.models.llama import Llama
     from nash_jax.config import OptimizerConfig
     from nash_jax.train import init_train_state, make_logprobs, make_optimizer
-    from tests.train.conftest import CONFIG, mesh_of
+    from tests.unit.train.conftest import CONFIG, mesh_of
 
     mesh = mesh_of((2, 1, 1))
     config = dataclasses.replace(CONFIG, dtype=dtype, param_dtype=param_dtype)
@@ -338,7 +338,7 @@ def test_asking_again_for_an_equal_step_reuses_the_compiled_one():
     from nash_jax.train import init_train_state, make_optimizer
     from nash_jax.models.llama import Llama
     from flax import nnx
-    from tests.train.conftest import CONFIG, mesh_of
+    from tests.unit.train.conftest import CONFIG, mesh_of
 
     mesh = mesh_of((2, 1, 1))
     steps = []

@@ -11,7 +11,7 @@ import pytest
 from nash_jax.tasks.code.ssr_demonstrations import run_tests
 from nash_jax.tasks.code import code_repositories as repos
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def _user_repository(path, source="def double(x):\n    return 2 * x\n",

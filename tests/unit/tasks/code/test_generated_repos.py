@@ -75,7 +75,7 @@ def test_bad_arguments_are_refused_by_name():
 def test_the_demos_prompts_and_answers_fit_its_token_budgets(tmp_path):
     """configs/ssr_demo.yaml: the whole of a generated repository's prompts (so the buggy line is
     in the solver's window) and both roles' demonstrations fit the demo's budgets."""
-    config = load_config(Path(__file__).parents[3] / "configs" / "ssr_demo.yaml")
+    config = load_config(Path(__file__).parents[4] / "configs" / "ssr_demo.yaml")
     b, g = config.ssr, config.ssr.generated
     tokenizer = load_tokenizer(ssr_prompts.TOKENIZER_DIR)
     count = lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731

@@ -7,7 +7,7 @@ import pytest
 
 from nash_jax.tasks.code import ssr_artifact, ssr_checks, ssr_patch, ssr_repair
 from nash_jax.sandbox.sandbox import SandboxLimits
-from tests.tasks.code import ssr_repos as repos
+from tests.unit.tasks.code import ssr_repos as repos
 
 LIMITS = SandboxLimits(wall_s=20, cpu_s=10)
 SETTINGS = ssr_checks.CheckSettings(limits=LIMITS)

@@ -10,7 +10,7 @@ import pytest
 from nash_jax import cli
 from nash_jax.tasks.code.ssr_artifact import write_artifact_dir
 from tests.processes import USER_CLI
-from tests.tasks.code import ssr_repos as repos
+from tests.unit.tasks.code import ssr_repos as repos
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def artifacts(tmp_path_factory):
 
 def test_a_valid_artifact_exits_0_and_prints_every_check_and_the_protections(artifacts):
     done = subprocess.run([*USER_CLI, "ssr-validate", str(artifacts / "valid")], capture_output=True,
-                          text=True, cwd=Path(__file__).resolve().parents[3])
+                          text=True, cwd=Path(__file__).resolve().parents[4])
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[-1] == "valid: all seven checks pass"
