@@ -15,7 +15,7 @@ from nash_jax import engine, runs
 from nash_jax.cli import main
 from nash_jax.config import load_config
 from nash_jax.recipes import grpo
-from tests.judges.tiny_decoders import tiny_judge_dir  # noqa: F401  (the fixture)
+from tests.unit.judges.tiny_decoders import tiny_judge_dir  # noqa: F401  (the fixture)
 from tests.recipes.conftest import CONFIGS, assert_same_parameters, run_cli, small_config
 
 pytestmark = pytest.mark.long

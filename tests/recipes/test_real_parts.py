@@ -11,7 +11,7 @@ import transformers
 from nash_jax import engine
 from nash_jax.config import load_config
 from nash_jax import runs
-from tests.judges.tiny_pairrm import pairrm_dir  # noqa: F401  (the fixture)
+from tests.unit.judges.tiny_pairrm import pairrm_dir  # noqa: F401  (the fixture)
 from tests.recipes.conftest import CONFIGS
 from tests.tiny_hf import write_tokenizer
 

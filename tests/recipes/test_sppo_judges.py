@@ -13,7 +13,7 @@ import transformers
 from nash_jax import runs
 from nash_jax.cli import main
 from nash_jax.tasks.synthetic import synthetic
-from tests.judges.tiny_decoders import python_judge_module  # noqa: F401  (the fixture)
+from tests.unit.judges.tiny_decoders import python_judge_module  # noqa: F401  (the fixture)
 from tests.recipes.conftest import small_config
 
 pytestmark = pytest.mark.long
