@@ -4,7 +4,7 @@ transformers' own GGUF tokenizer conversion (`convert_gguf_tokenizer`: byte-leve
 Gemma's respelled vocabulary, the control tokens as special ones) is reused as it is; only its reader
 needs torch, so the metadata is read here with the `gguf` package into the same dictionaries
 (`GGUF_TOKENIZER_MAPPING`) that transformers' `get_gguf_tokenizer` makes. The result encodes the same
-ids as `AutoTokenizer.from_pretrained(dir, gguf_file=...)` (tests/models/test_gguf.py checks it).
+ids as `AutoTokenizer.from_pretrained(dir, gguf_file=...)` (tests/unit/models/test_gguf.py checks it).
 """
 
 _SPECIAL_TOKENS = {"bos_token": "bos_token_id", "eos_token": "eos_token_id",

@@ -151,7 +151,7 @@ def test_report_options_the_recipe_ignores_are_refused(tmp_path, capsys):
     run_dir = saved_run(tmp_path, REPO / "configs" / "proposer_solver_demo.yaml")
     config = (run_dir / "config.yaml").read_text()
     assert main(["report", str(run_dir), "eval.average_iterates=true"]) == 2
-    assert ("override 'eval.average_iterates=true' does not apply to a proposer_solver run"
+    assert ("eval.average_iterates=True: recipe proposer_solver does not read it"
             in capsys.readouterr().err)
     assert (run_dir / "config.yaml").read_text() == config
 
