@@ -193,7 +193,7 @@ def _run_in_box(box, repo_dir, files, limits):
         start = time.monotonic()
         returncode, output, limit, cpu_s = _supervise(
             command, limits, env={"PATH": _PATH} if namespaces else env, cwd=box,
-            fds=(report.fileno(), status.fileno()))
+            fds=(report.fileno(), status.fileno()), leftovers=not namespaces)
     seconds = time.monotonic() - start
     ended = _read_status(box / "status.json")
     if ended is not None:
@@ -238,11 +238,12 @@ def _environment(inside):
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
-def _supervise(command, limits, *, env, cwd, fds):
+def _supervise(command, limits, *, env, cwd, fds, leftovers):
     """Start `command` in its own session; read its output until it ends, the wall limit passes or
     the output cap is reached (then kill the whole group: bwrap, whose namespace dies with it).
     Returns (exit status as subprocess gives it, the output's head as text, "wall"/"output"/None, CPU
-    seconds used)."""
+    seconds used). `leftovers`: kill what is left of the group after the end (without namespaces,
+    where nothing else takes it; the group's id stays reserved while any member lives)."""
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True,
                                pass_fds=fds)
@@ -261,7 +262,8 @@ def _supervise(command, limits, *, env, cwd, fds):
         time.sleep(0.002)
     process.returncode = os.waitstatus_to_exitcode(status)
     process.stdout.close()
-    _kill_group(process.pid)  # without namespaces: what the tests left in the session
+    if leftovers:
+        _kill_group(process.pid)
     cpu_s = usage.ru_utime + usage.ru_stime
     return process.returncode, output.decode("utf-8", "replace"), limit, cpu_s
 
