@@ -56,13 +56,13 @@ def _unreachable(user):
     return sorted(pairs)
 
 
-def _user_prefix(user):
+def _user_prefix(user, stage):
     """The command prefix that runs a command as `user`, in a private mount namespace where the
-    folders on the interpreter's path that others may not enter hold only the interpreter."""
+    folders on the interpreter's path that others may not enter hold only the interpreter (bound
+    there through the empty folder `stage`)."""
     pairs = _unreachable(user)
     if not pairs:
         return ["runuser", "-u", user, "--"]
-    stage = tempfile.mkdtemp(prefix="nash-jax-stage-")
     script = []
     for number, (hidden, kept) in enumerate(pairs):
         script += [f"mkdir -p {stage}/{number}", f"mount --bind {kept} {stage}/{number}"]
@@ -106,7 +106,9 @@ class Runner:
                     "seconds": run.seconds, "output": run.output}
         self.own(repo)
         path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-        command = [*_user_prefix(self.user), "env", f"PYTHONPATH={path}",
+        stage = tempfile.mkdtemp(prefix="nash-jax-stage-")
+        self.made.append(Path(stage))
+        command = [*_user_prefix(self.user, stage), "env", f"PYTHONPATH={path}",
                    *(f"{k}={v}" for k, v in env), sys.executable, "-c", _AS_USER,
                    json.dumps({"repo": str(repo), "files": list(files), "limits": limits})]
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
