@@ -1,108 +1,89 @@
-"""The first process inside the sandbox's namespaces (run by `unshare` as `python -I -S THIS SETUP
-COMMAND...`): it makes the filesystem view with mount(2) calls, then runs COMMAND as the unprivileged
-uid and stays PID 1 of the namespace until it ends, exiting with its status (128 + the signal that
-killed it); when it exits, the kernel kills whatever the command left behind.
+"""The first process of a sandboxed run (started as `python -I -S THIS SETUP`, SETUP a JSON object):
+inside bubblewrap's namespaces it copies the repository (bound read-only at SETUP["source"]) into the
+private, size-limited /tmp, starts pytest there under the rlimits, counts the run's processes while it
+waits, and hands back pytest's JUnit report and the run's status through two descriptors the host
+opened for it (the only files that leave the sandbox).
 
-The view: mounts made private, a size-limited tmpfs for /tmp holding a copy of the repository
-(/tmp/work, owned by the uid) and an empty /tmp/report (a small tmpfs of its own), /sys covered by
-an empty tmpfs, every folder only root may enter on the interpreter's path covered by an empty tmpfs
-with the interpreter's own folder put back, and every mount point read-only but the private /tmp. So nothing the tests write
-reaches the host's disk, however many files they make; the one file that comes back is pytest's JUnit
-report, copied by this process (as root, not following links, at most MAX_REPORT_BYTES) into the host
-folder it holds open.
+The process count is this process's own: the kernel does not apply RLIMIT_NPROC to a uid that maps to
+root outside (bubblewrap started by root), so it lists the PID namespace's /proc every POLL_S and, past
+SETUP["processes"], kills every process of the namespace. It makes itself undumpable, so that the tests
+(the same uid) cannot reach its descriptors through /proc. Killing it ends the run: bubblewrap's PID 1
+exits with it, and the kernel kills whatever is left in the namespace.
+
+Without namespaces (isolation=best_effort where bubblewrap cannot make them) the same process runs on
+the host with SETUP["pid_namespace"] false: the copy lands in the host folder SETUP["work"], nothing is
+counted, and what the tests leave running outlives the run.
 
 Standalone on purpose (the standard library only, no site): it runs before anything of the package
-could be imported, as root, once per test run, and its start-up time is part of every run's.
+could be imported, once per test run, and its start-up time is part of every run's.
 """
 
 import ctypes
 import json
 import os
+import resource
 import shutil
+import signal
 import stat
 import sys
+import time
 
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 32, 4096, 8192, 16384, 1 << 18
-PR_SET_NO_NEW_PRIVS = 38
-# statvfs f_flag bits that a read-only remount must keep (they equal the MS_ values)
-_KEPT_FLAGS = MS_NOSUID | MS_NODEV | MS_NOEXEC
+PR_SET_DUMPABLE = 4
 MAX_REPORT_BYTES = 16 << 20
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def mount(source, target, fstype=None, flags=0, data=None):
-    code = _libc.mount(source.encode() if source else None, target.encode(),
-                       fstype.encode() if fstype else None, ctypes.c_ulong(flags),
-                       data.encode() if data else None)
-    if code != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"mount {source} on {target}: {os.strerror(errno)}")
+POLL_S = 0.02
+# PID 1 (bubblewrap's reaper) and this process are not the run's
+_OWN_PROCESSES = 2
 
 
-def mount_points():
-    """Every mount point in this namespace, once each (mountinfo's fifth field, octal escapes read)."""
-    seen = []
-    with open("/proc/self/mountinfo", "rb") as table:
-        for line in table:
-            raw = line.split(b" ")[4]
-            point = raw.decode("unicode_escape").encode("latin-1").decode()
-            if point not in seen:
-                seen.append(point)
-    return seen
+def set_limits(limits):
+    """The rlimits of the tests' process (inherited by whatever it starts)."""
+    cpu = limits["cpu_s"]
+    for name, value in (("RLIMIT_CPU", (cpu, cpu + 1)), ("RLIMIT_AS", limits["memory_bytes"]),
+                        ("RLIMIT_NPROC", limits["processes"]), ("RLIMIT_FSIZE", limits["file_bytes"]),
+                        ("RLIMIT_NOFILE", limits["open_files"]), ("RLIMIT_CORE", 0)):
+        pair = value if isinstance(value, tuple) else (value, value)
+        resource.setrlimit(getattr(resource, name), pair)
 
 
-def make_view(setup):
-    """Build the view; returns an open descriptor of the host's report folder (hidden from then on)."""
-    box, uid = setup["box"], setup["uid"]
-    private = f"{box}/tmp"
-    mount(None, "/", flags=MS_REC | MS_PRIVATE)
-    # The host's report folder: a mount of its own, left writable, held open, hidden below /tmp later.
-    host_report = f"{box}/report"
-    mount(host_report, host_report, flags=MS_BIND)
-    report = os.open(host_report, os.O_RDONLY | os.O_DIRECTORY)
-    mount("nash-jax-sandbox", private, "tmpfs", 0, f"size={setup['tmp_bytes']},mode=1777")
-    shutil.copytree(f"{box}/work", f"{private}/work", symlinks=True)
-    os.mkdir(f"{private}/report")
-    # a tmpfs of its own, so that tests filling /tmp leave pytest room for its report
-    mount("nash-jax-report", f"{private}/report", "tmpfs", 0, f"size={MAX_REPORT_BYTES},mode=755")
-    if uid is not None:
-        for folder, names, files in os.walk(private):
-            for name in [folder, *(os.path.join(folder, entry) for entry in names + files)]:
-                os.chown(name, uid, uid, follow_symlinks=False)
-    for folder in setup.get("kept_in_tmp", ()):  # a virtual environment below /tmp, read-only
-        target = private + folder[len("/tmp"):]
-        os.makedirs(target, exist_ok=True)
-        mount(folder, target, flags=MS_BIND | MS_REC)
-        mount(None, target, flags=MS_REMOUNT | MS_BIND | MS_RDONLY)
-    staged = []
-    for number, kept in enumerate(setup["kept"]):
-        stage = f"{private}/keep{number}"
-        os.mkdir(stage)
-        mount(kept, stage, flags=MS_BIND)
-        staged.append((stage, kept))
-    for hidden in setup["hidden"]:
-        mount("nash-jax-hidden", hidden, "tmpfs", 0, "size=1m,mode=755")
-    for stage, kept in staged:
-        os.makedirs(kept, exist_ok=True)
-        mount(stage, kept, flags=MS_MOVE)
-        os.rmdir(stage)
-    mount("nash-jax-no-sys", "/sys", "tmpfs", MS_RDONLY, "size=4k,mode=555")
-    for point in mount_points():
-        if point in (private, host_report) or point.startswith((private + "/", "/sys/")):
-            continue
-        kept_flags = os.statvfs(point).f_flag & _KEPT_FLAGS
-        mount(None, point, flags=MS_REMOUNT | MS_BIND | MS_RDONLY | kept_flags)
-    mount(private, "/tmp", flags=MS_MOVE)
-    return report
+def start(setup):
+    """Fork pytest (SETUP["command"]) in the copy, under the rlimits; returns its pid."""
+    child = os.fork()
+    if child == 0:
+        try:
+            os.chdir(setup["work"])
+            set_limits(setup["limits"])
+            os.execve(setup["command"][0], setup["command"], dict(os.environ))
+        finally:
+            os._exit(127)
+    return child
 
 
-def deliver_report(report):
-    """Copy /tmp/report/junit.xml into the host's report folder when it is a regular file of at most
+def count_processes():
+    return sum(1 for name in os.listdir("/proc") if name.isdigit()) - _OWN_PROCESSES
+
+
+def wait(child, setup):
+    """(pytest's status, 128 + signal when killed; "processes" or None) once pytest has ended."""
+    cap = setup["limits"]["processes"] if setup["pid_namespace"] else None
+    while True:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            return (128 - code if code < 0 else code), None
+        if pid:
+            continue  # an orphan that was reparented here
+        if cap is not None and count_processes() > cap:
+            os.kill(-1, signal.SIGKILL)  # every process of the namespace but PID 1 and this one
+            os.waitpid(child, 0)
+            return 128 + signal.SIGKILL, "processes"
+        time.sleep(POLL_S)
+
+
+def deliver_report(path, report_fd):
+    """Copy pytest's report into the host's file when it is a regular file of at most
     MAX_REPORT_BYTES (the tests could have put a link or a huge file there)."""
     try:
-        source = os.open("/tmp/report/junit.xml", os.O_RDONLY | os.O_NOFOLLOW)
+        source = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return
     with os.fdopen(source, "rb") as stream:
@@ -110,39 +91,23 @@ def deliver_report(report):
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_REPORT_BYTES:
             return
         data = stream.read(MAX_REPORT_BYTES + 1)
-    target = os.open("junit.xml", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=report)
-    with os.fdopen(target, "wb") as stream:
-        stream.write(data)
-
-
-def run_as(uid, command):
-    """Start `command` as `uid` (no groups, no new privileges) in /tmp/work; wait for it as PID 1
-    (reaping every orphan meanwhile) and return its status, 128 + signal when killed."""
-    child = os.fork()
-    if child == 0:
-        try:
-            os.chdir("/tmp/work")
-            if uid is not None:
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
-                _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-            os.execv(command[0], command)
-        finally:
-            os._exit(127)
-    while True:
-        pid, status = os.wait()
-        if pid == child:
-            code = os.waitstatus_to_exitcode(status)
-            return 128 - code if code < 0 else code
+    os.write(report_fd, data[:MAX_REPORT_BYTES])
 
 
 def main(argv):
+    if argv[1] == "--probe":  # bwrap.probe: the interpreter starts inside the namespaces
+        return 0
     setup = json.loads(argv[1])
-    report = make_view(setup)
-    status = run_as(setup["uid"], argv[2:])
-    deliver_report(report)
-    return status
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    report_fd, status_fd = setup["report_fd"], setup["status_fd"]
+    for fd in (report_fd, status_fd):  # not pytest's
+        os.set_inheritable(fd, False)
+    shutil.copytree(setup["source"], setup["work"], symlinks=True)
+    os.makedirs(os.path.dirname(setup["report"]), exist_ok=True)
+    returncode, limit = wait(start(setup), setup)
+    deliver_report(setup["report"], report_fd)
+    os.write(status_fd, json.dumps({"returncode": returncode, "limit": limit}).encode())
+    return returncode
 
 
 if __name__ == "__main__":

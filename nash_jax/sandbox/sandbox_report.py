@@ -13,11 +13,11 @@ def junit_outcomes(path, returncode):
     """(outcomes {test id: passed|failed|error|skipped}, problem or None, "memory" or None) from the
     report at `path`.
 
-    A missing or unreadable report is a problem (the run counts as failed); so is pytest's exit status
+    A missing (or empty) or unreadable report is a problem (the run counts as failed); so is pytest's exit status
     2-4 (a collection error is an error of its file's id). The address-space limit shows as a test
     failing with MemoryError: the one thing read from a failure, its exception type."""
     path = Path(path)
-    if not path.is_file():
+    if not path.is_file() or path.stat().st_size == 0:
         return {}, f"pytest wrote no JUnit report (exit status {returncode})", None
     try:
         root = ElementTree.parse(path).getroot()

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from nash_jax.config import AT_LEAST_1, NON_NEGATIVE, POSITIVE, PROBABILITY, Range
-from nash_jax.sandbox.sandbox import SandboxLimits
+from nash_jax.sandbox.sandbox import SandboxLimits, require
 from nash_jax.tasks.code.ssr_checks import CheckSettings
 from nash_jax.tasks.code import generated_repos
 
@@ -17,7 +17,9 @@ ANCHOR_STAGE = "ssr_anchors"
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    """sandbox.sandbox.SandboxLimits of every test run (a run that hits one is invalid)."""
+    """sandbox.sandbox.SandboxLimits of every test run (a run that hits one is invalid), and the
+    isolation the run requires: "required" stops before any policy code runs where the machine cannot
+    make the sandbox's namespaces; "best_effort" runs without them and the report names what was off."""
     DOMAINS = {"wall_s": POSITIVE, "cpu_s": AT_LEAST_1, "memory_mb": AT_LEAST_1,
                "output_kb": AT_LEAST_1, "processes": AT_LEAST_1}
     wall_s: float = 30.0
@@ -25,10 +27,12 @@ class SandboxConfig:
     memory_mb: int = 2048
     output_kb: int = 1024
     processes: int = 64
+    isolation: Literal["required", "best_effort"] = "required"
 
     def limits(self):
         return SandboxLimits(wall_s=self.wall_s, cpu_s=self.cpu_s, memory_bytes=self.memory_mb << 20,
-                             output_bytes=self.output_kb << 10, processes=self.processes)
+                             output_bytes=self.output_kb << 10, processes=self.processes,
+                             isolation=self.isolation)
 
 
 @dataclass(frozen=True)
@@ -115,3 +119,7 @@ def check(config):
         raise ValueError(f"ssr.steps={b.steps} is not a multiple of "
                          f"ssr.snapshots={b.snapshots}")
     b.sandbox.limits()
+    # before anything is written: where the namespaces are missing, stop (required) or say so once
+    line = require(b.sandbox.isolation, opt_out="ssr.sandbox.isolation=best_effort")
+    if line is not None:
+        print(line)

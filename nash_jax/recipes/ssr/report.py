@@ -37,6 +37,9 @@ def write_report(config, run, task):
                                "heldout": [r.entry for r in task.heldout]},
               "heldout_bugs": len(task.heldout_bugs), "demonstrations": len(task.demonstrations),
               "solvers_per_artifact": b.solvers_per_artifact, "sandbox": protections(),
+              # every protection that was off (isolation=best_effort on a machine without them)
+              "sandbox_isolation": b.sandbox.isolation,
+              "sandbox_off": [k for k, v in protections().items() if v is False],
               "anchors": anchors, "anchor_artifacts": saved,
               # of the training steps' wall time (their anchor evaluations in it), the share their
               # rounds spent in sandboxed test runs
@@ -65,7 +68,9 @@ def markdown(report, plots):
              f"{len(report['repositories']['train'])} training repositories, "
              f"{len(report['repositories']['heldout'])} held out ({report['heldout_bugs']} held-out bugs), "
              f"{report['demonstrations']} demonstrations; sandbox: "
-             + ", ".join(k for k, v in report["sandbox"].items() if v is True) + ".", "",
+             + ", ".join(k for k, v in report["sandbox"].items() if v is True)
+             + "; off: " + (", ".join(k for k, v in report["sandbox"].items() if v is False) or "none")
+             + ".", "",
              "## Anchors over evaluation steps (step 0 = the warm start)", ""]
     lines += writer.markdown_table(keys, [[a[k][i] for k in keys] for i in range(len(a["step"]))])
     lines += ["", "## First failed check of the anchor artifacts", ""]

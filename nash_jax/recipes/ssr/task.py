@@ -81,8 +81,8 @@ def task_data(config, run):
             # the key keeps the recipe's name before its rename: the same bugs as the runs measured then
             seed = stage_seed(config.seed, 0, "bug_injection_data")
             _write_bugs(folder / "demonstrations", train[:b.demonstration_repositories], b.demonstrations,
-                        seed)
-            _write_bugs(folder / "heldout", heldout, b.anchors.heldout_bugs, seed)
+                        seed, b.sandbox.isolation)
+            _write_bugs(folder / "heldout", heldout, b.anchors.heldout_bugs, seed, b.sandbox.isolation)
         run.finish(DATA_STAGE, ["data/ssr/demonstrations", "data/ssr/heldout"])
     by_entry = {r.entry: r for r in train + heldout}
     anchors = [train[i % len(train)] for i in range(b.anchors.repositories)]
@@ -90,8 +90,9 @@ def task_data(config, run):
                     read_bugs(folder / "heldout", by_entry), anchors)
 
 
-def _write_bugs(folder, repos, n, seed):
-    streams = [ssr_demonstrations.repository_demonstrations(r.entry, seed) for r in repos]
+def _write_bugs(folder, repos, n, seed, isolation):
+    streams = [ssr_demonstrations.repository_demonstrations(r.entry, seed, isolation=isolation)
+               for r in repos]
     demos = ssr_demonstrations.deal(streams, n)
     if not demos:
         raise ValueError(f"ssr: the mutation engine found no valid bug in "

@@ -69,14 +69,15 @@ class Demonstration:
         write_artifact_dir(directory, self.artifact, extra={"repair.diff": self.repair_diff})
 
 
-def run_tests(directory, timeout_s=TEST_TIMEOUT_S):
+def run_tests(directory, timeout_s=TEST_TIMEOUT_S, isolation="required"):
     """{node id: "passed" | "failed" | "skipped"} of one sandboxed pytest run of every test file in
     `directory` (sandbox.sandbox; an error counts as a failure), and whether every test module was
     collected within the run's limits: a mutant that loops forever is no demonstration. Its CPU limit,
     not the wall clock, stops a loop, so which mutants are kept does not depend on how busy the
     machine is."""
     files = [f for f in code_repositories.repository_files(directory) if code_repositories.is_test_file(f)]
-    run = sandbox.run_tests(directory, files, dataclasses.replace(LIMITS, wall_s=timeout_s))
+    run = sandbox.run_tests(directory, files,
+                            dataclasses.replace(LIMITS, wall_s=timeout_s, isolation=isolation))
     # a collection error is reported under its file's own id, without "::"
     collected = run.valid and all("::" in test for test in run.outcomes)
     return {test: "failed" if outcome == "error" else outcome for test, outcome in run.outcomes.items()}, \
@@ -135,7 +136,7 @@ def _by_file(node_ids):
     return out
 
 
-def demonstrate(repository, mutant, baseline, timeout_s=TEST_TIMEOUT_S):
+def demonstrate(repository, mutant, baseline, timeout_s=TEST_TIMEOUT_S, isolation="required"):
     """The Demonstration of one mutant of `repository`, or None when its bug is not one: no
     previously passing test fails, a test module no longer imports, or the weakened suite still
     fails. `baseline` is run_tests' outcomes on the original."""
@@ -143,7 +144,7 @@ def demonstrate(repository, mutant, baseline, timeout_s=TEST_TIMEOUT_S):
     with tempfile.TemporaryDirectory(prefix="nash-jax-mutant-") as scratch:
         copy = _copy(root, scratch)
         (copy / mutant.file).write_text(mutant.mutated, encoding="utf-8")
-        outcomes, collected = run_tests(copy, timeout_s)
+        outcomes, collected = run_tests(copy, timeout_s, isolation)
         failing = sorted(n for n, o in outcomes.items() if o == "failed" and baseline.get(n) == "passed")
         if not collected or not failing:
             return None
@@ -153,7 +154,7 @@ def demonstrate(repository, mutant, baseline, timeout_s=TEST_TIMEOUT_S):
             after = weaken(before, names)
             (copy / path).write_text(after, encoding="utf-8")
             diffs.append(unified_diff(path, before, after))
-        weakened, collected = run_tests(copy, timeout_s)
+        weakened, collected = run_tests(copy, timeout_s, isolation)
         if not collected or not weakened or any(o == "failed" for o in weakened.values()):
             return None
     tests = tuple(f for f in code_repositories.repository_files(root) if code_repositories.is_test_file(f))
@@ -168,16 +169,18 @@ def _copy(root, scratch):
     return copy
 
 
-def repository_demonstrations(repository, seed, timeout_s=TEST_TIMEOUT_S):
-    """The demonstrations of a repository's mutants, lazily, in the mutants' order for `seed`."""
+def repository_demonstrations(repository, seed, timeout_s=TEST_TIMEOUT_S, isolation="required"):
+    """The demonstrations of a repository's mutants, lazily, in the mutants' order for `seed`
+    (`isolation`: the sandbox's, SandboxLimits.isolation)."""
     with tempfile.TemporaryDirectory(prefix="nash-jax-original-") as scratch:
-        baseline, collected = run_tests(_copy(code_repositories.resolve(repository), scratch), timeout_s)
+        baseline, collected = run_tests(_copy(code_repositories.resolve(repository), scratch), timeout_s,
+                                        isolation)
     if not collected or not any(o == "passed" for o in baseline.values()):
         raise ValueError(f"repository {repository}: its tests do not pass on the original ("
                          f"{sum(o == 'passed' for o in baseline.values())} passed, collected: "
                          f"{collected}); expected a repository whose tests pass before any bug")
     for mutant in mutants(repository, seed):
-        demo = demonstrate(repository, mutant, baseline, timeout_s)
+        demo = demonstrate(repository, mutant, baseline, timeout_s, isolation)
         if demo is not None:
             yield demo
 

@@ -1,20 +1,28 @@
-"""`nash-jax ssr-validate ARTIFACT_DIR [--json]`: the seven checks on one saved artifact, printed.
+"""`nash-jax ssr-validate ARTIFACT_DIR [--json] [--isolation required|best_effort]`: the seven checks
+on one saved artifact, printed.
 
 Exit status 0 when every check passes, 1 when one fails (named on the last line), 2 when the artifact
 cannot be read (raised as ValueError for the command's one-line error).
 """
 
 import json
+import sys
 
+from nash_jax.sandbox.sandbox import SandboxLimits, require
 from nash_jax.tasks.code.ssr_artifact import read_artifact_dir, resolve_repository
-from nash_jax.tasks.code.ssr_checks import CHECKS, validate
+from nash_jax.tasks.code.ssr_checks import CHECKS, CheckSettings, validate
 
 
-def ssr_validate(artifact_dir, *, as_json=False, out=print):
-    """Validate the artifact in `artifact_dir`; returns the exit status (0 valid, 1 a check failed)."""
+def ssr_validate(artifact_dir, *, as_json=False, out=print, isolation="required"):
+    """Validate the artifact in `artifact_dir`; returns the exit status (0 valid, 1 a check failed).
+    Where the sandbox cannot make its namespaces, `isolation="required"` stops before any test runs
+    (SandboxUnavailable, one line); "best_effort" says so on stderr and runs without them."""
+    line = require(isolation, opt_out="--isolation best_effort")
+    if line is not None:
+        print(line, file=sys.stderr)
     artifact = read_artifact_dir(artifact_dir)
     repository = resolve_repository(artifact.repository, artifact_dir)
-    validation = validate(artifact, repository)
+    validation = validate(artifact, repository, CheckSettings(limits=SandboxLimits(isolation=isolation)))
     if as_json:
         out(json.dumps({"artifact": str(artifact_dir), "repository": str(repository),
                         **validation.to_json()}))

@@ -30,3 +30,24 @@ def test_more_demonstration_repositories_than_training_ones_is_refused_by_name(t
     config = load_config(nested_config(tmp_path, "ssr_demo", "task", layer))
     with pytest.raises(ValueError, match=r"demonstration_repositories=3: there are 2 training"):
         task_data(config, RunDir(tmp_path / "run"))
+
+
+def test_sandbox_isolation_required_stops_before_the_run_and_best_effort_says_so(
+        tmp_path, monkeypatch, capsys):
+    from nash_jax.recipes.ssr.config import check
+    from nash_jax.sandbox import bwrap, sandbox
+    monkeypatch.setattr(bwrap, "probe", lambda: "bwrap failed (No permissions to create new namespace)")
+    sandbox._probe.cache_clear()
+    try:
+        config = load_config(nested_config(tmp_path, "ssr_demo", "required", {}))
+        assert config.ssr.sandbox.isolation == "required"
+        with pytest.raises(sandbox.SandboxUnavailable, match=r"ssr\.sandbox\.isolation=best_effort"):
+            check(config)
+        loose = load_config(nested_config(tmp_path, "ssr_demo", "loose",
+                                          {"ssr": {"sandbox": {"isolation": "best_effort"}}}))
+        check(loose)
+        line = capsys.readouterr().out.strip()
+        assert len(line.splitlines()) == 1 and "network_namespace" in line, line
+        assert loose.ssr.sandbox.limits().isolation == "best_effort"
+    finally:
+        sandbox._probe.cache_clear()

@@ -58,3 +58,24 @@ def test_an_artifact_that_cannot_be_read_exits_2_saying_why(artifacts, tmp_path,
     assert cli.main(["ssr-validate", str(folder)]) == 2
     error = capsys.readouterr().err
     assert error.startswith("nash-jax ssr-validate: error:") and message in error, error
+
+
+@pytest.fixture
+def namespaces_refused(monkeypatch):
+    from nash_jax.sandbox import bwrap, sandbox
+    monkeypatch.setattr(bwrap, "probe", lambda: "bwrap failed (setting up uid map: Permission denied)")
+    sandbox._probe.cache_clear()
+    yield
+    sandbox._probe.cache_clear()
+
+
+def test_required_isolation_stops_in_one_line_and_best_effort_names_what_is_off(
+        artifacts, namespaces_refused, capsys):
+    assert cli.main(["ssr-validate", str(artifacts / "valid")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Permission denied" in err, err
+    assert "user namespaces" in err and "--isolation best_effort" in err, err
+    assert cli.main(["ssr-validate", str(artifacts / "valid"), "--isolation", "best_effort"]) == 0
+    captured = capsys.readouterr()
+    assert "isolation=best_effort" in captured.err and "network_namespace" in captured.err
+    assert "not available: user_namespace, pid_namespace, network_namespace" in captured.out
