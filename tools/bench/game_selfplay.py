@@ -101,7 +101,8 @@ def bench_step(config, run, game, tokenizer, mesh, n, rounds, repeats):
             records, holder["baselines"], {game.name: 0}, mode=g.advantage, decay=g.rae_decay)
         rows = recipe.turn_rows(trajectories, a, gamma=g.gamma, drop_zero=True)
         batch = recipe.pg_batch(rows, pad_id_of(tokenizer),
-                                parallel.data_shards(mesh) * config.train.micro_batches)
+                                parallel.data_shards(mesh) * config.train.micro_batches,
+                                capacity=planned.rows, width=planned.length)  # as the recipe pads
         # the learner's update (π_0's log-probs for the KL penalty included)
         holder["state"], metrics = online.update(holder["state"], batch)
         float(metrics["loss"])
