@@ -6,7 +6,7 @@ import importlib
 import warnings
 from dataclasses import field
 
-from nash_jax.config.sections import RunConfig
+from nash_jax.config.sections import RunConfig, changed_fields
 
 ENTRY_POINT_GROUP = "nash_jax.recipes"  # installed packages list their recipe modules here
 _RECIPES = {}  # recipe name -> (section name, section dataclass) or None
@@ -99,11 +99,10 @@ def check_reads(recipe, built):
     error, not a silent no-op."""
     for section, read in _READS.get(recipe, {}).items():
         values = getattr(built, section)
-        for f in dataclasses.fields(values):
-            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
-            if f.name not in read and getattr(values, f.name) != default:
+        for name in changed_fields(values):
+            if name not in read:
                 reads = ", ".join(sorted(read)) or "none of them"
-                raise ValueError(f"{section}.{f.name}={getattr(values, f.name)!r}: recipe {recipe} does "
+                raise ValueError(f"{section}.{name}={getattr(values, name)!r}: recipe {recipe} does "
                                  f"not read it (of {section}.* it reads {reads}); leave it unset")
 
 

@@ -111,7 +111,7 @@ class JudgeConfig:
         """The checks across fields (`build` runs them; errors name `key`, e.g. eval.second_judge)."""
         if self.kind == "python" and not self.function:
             raise ValueError(f"{key}.kind=python needs {key}.function: \"package.module:name\"")
-        unread = sorted(set(_changed_fields(self)) - self.READS[self.kind] - {"kind"})
+        unread = sorted(set(changed_fields(self)) - self.READS[self.kind] - {"kind"})
         if unread:
             name = unread[0]
             readers = " or ".join(kind for kind, names in self.READS.items() if name in names)
@@ -120,7 +120,7 @@ class JudgeConfig:
         _check_labels(self.labels, f"{key}.labels")
 
 
-def _changed_fields(section):
+def changed_fields(section):
     """The names of the fields of dataclass `section` that differ from their defaults."""
     for f in dataclasses.fields(section):
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
@@ -239,7 +239,7 @@ class LoggingConfig:
         if self.wandb is not None and not self.wandb.strip():
             raise ValueError(f"{key}.wandb={self.wandb!r}; expected a W&B project name, or null for no "
                              "W&B")
-        unread = sorted(set(_changed_fields(self)) - {"wandb"})
+        unread = sorted(set(changed_fields(self)) - {"wandb"})
         if self.wandb is None and unread:
             name = unread[0]
             raise ValueError(f"{key}.{name}={getattr(self, name)!r}: nothing reads it without "
