@@ -106,8 +106,7 @@ def model_config(model, shape=None, *, warm_start=None, builtin_tokenizer=None):
 
 
 def mesh_sizes(axes, devices):
-    """{"data", "fsdp", "tensor"} sizes of a mesh of `axes` ({axis: size}, -1 = the rest) on `devices`
-    devices."""
+    """{"data", "fsdp", "tensor"} sizes of a mesh of `axes` ({axis: size}, -1 = the rest) on `devices`."""
     sizes = dict(axes)
     fixed = math.prod(s for s in sizes.values() if s != -1)
     for name, size in sizes.items():
@@ -133,8 +132,7 @@ class StepShape:
 
 @dataclasses.dataclass(frozen=True)
 class PlanInputs:
-    """Everything the planner sizes, unpacked from a run config by the recipes layer
-    (engine/planning.py), so that nothing here reads a run config."""
+    """Everything the planner sizes, unpacked from a run config by engine/planning.py (not read here)."""
     llama: LlamaConfig  # the policy's shape, dtypes and remat
     source: str  # where that shape came from (a config.json, a preset, a built-in task)
     optimizer: OptimizerConfig
@@ -144,6 +142,7 @@ class PlanInputs:
     logprob_chunk: int = 1024
     sampling_temperature: float = 1.0  # a tempered objective's step divides its logits by it
     device_memory: str | None = None  # mesh.device_memory as written ("80GiB"), None: ask the device
+    batch_sizes: dict = dataclasses.field(default_factory=dict)  # {what: examples}: must split over the mesh
 
 
 def abstract_train_state(llama, optimizer, mesh):
@@ -200,6 +199,7 @@ def plan(inputs, *, devices=None, device_memory=None, compile_step=True):
     llama, step = inputs.llama, inputs.step
     devices = devices or jax.device_count()
     sizes = mesh_sizes(inputs.mesh, devices)
+    parallel.check_batch_sizes(inputs.batch_sizes, inputs.micro_batches, sizes["data"] * sizes["fsdp"])
     abstract = AbstractMesh(tuple(sizes[a] for a in parallel.MESH_AXES), parallel.MESH_AXES)
     tx, _ = make_optimizer(inputs.optimizer, PLAN_STEPS)
     _, state, _ = abstract_train_state(llama, tx, abstract)

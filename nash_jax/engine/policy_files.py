@@ -15,12 +15,7 @@ def make_mesh(mesh, micro_batches, batch_sizes):
     examples per step}) divides into `micro_batches` (train.micro_batches) over it (before any work
     starts)."""
     made = parallel.make_mesh(mesh.data, mesh.fsdp, mesh.tensor)
-    shards = parallel.data_shards(made)
-    for key, size in batch_sizes.items():
-        if size % parallel.batch_multiple(made, micro_batches):
-            raise ValueError(f"{key}={size} does not split into train.micro_batches="
-                             f"{micro_batches} micro-batches over the mesh's data × fsdp = "
-                             f"{shards} devices; expected a multiple of {micro_batches * shards}")
+    parallel.check_batch_sizes(batch_sizes, micro_batches, parallel.data_shards(made))
     return made
 
 

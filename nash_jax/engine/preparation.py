@@ -5,6 +5,7 @@ import dataclasses
 import numpy as np
 from flax import nnx
 
+from nash_jax import engine
 from nash_jax.engine import judging, policy_files, prompt_sets
 from nash_jax.models.hf_config import config_from_hf
 from nash_jax.models.llama import Llama
@@ -18,12 +19,12 @@ from nash_jax.tasks.synthetic import synthetic
 from nash_jax.config import OptimizerConfig
 
 
-def prepare(config, run, *, batch_sizes, prompt_blocks=1):
+def prepare(config, run, *, prompt_blocks=1):
     """(mesh, tokenizer, prompt splits, judge) of a run, with the synthetic task's π_0 made first.
 
-    batch_sizes: {config key: examples per step} that must divide over the mesh; prompt_blocks: how
-    many disjoint training blocks the prompts are split into (besides the held-out ones)."""
-    mesh = fitting_mesh(config, batch_sizes)
+    prompt_blocks: how many disjoint training blocks the prompts are split into (besides the held-out
+    ones)."""
+    mesh = fitting_mesh(config)
     tokenizer = policy_files.load_policy_tokenizer(config.model, run)
     splits = prompt_sets.prompt_splits(config.data, run, eval_prompts=config.eval.prompts, seed=config.seed,
                                       blocks=prompt_blocks)
@@ -39,9 +40,11 @@ def is_builtin(config):
     return policy_files.builtin_model(config.model.path) is not None
 
 
-def fitting_mesh(config, batch_sizes):
-    """The config's mesh (policy_files.make_mesh), after checking that the recipe's step can fit its
-    devices: a run that cannot stops here, in seconds, before any weights are read or fitted."""
+def fitting_mesh(config):
+    """The config's mesh (policy_files.make_mesh), after checking that the recipe's batches split
+    over it (its Recipe.batch_sizes) and that its step can fit its devices: a run that cannot stops
+    here, in seconds, before any weights are read or fitted."""
+    batch_sizes = engine.get(config.recipe).batch_sizes(config)
     mesh = policy_files.make_mesh(config.mesh, config.train.micro_batches, batch_sizes)
     planning.check_before_loading(config, mesh)
     return mesh

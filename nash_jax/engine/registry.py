@@ -27,6 +27,9 @@ class Recipe:
     builtin_models: tuple = (config_lib.BUILTIN_SYNTHETIC,)
     plan_step: Callable | None = None  # plan_step(config) -> plan.StepShape of one update (what
     #                                    `nash-jax plan` sizes); None: plan refuses it
+    # batch_sizes(config) -> {what (config keys): examples per step} that must split into
+    # train.micro_batches over the mesh's data × fsdp devices; `run` and `plan` both check them
+    batch_sizes: Callable = lambda config: {}
     # the report-only eval fields (config.REPORT_ONLY_EVAL_FIELDS) its report reads: `nash-jax rerank`
     # needs best_of_n, `nash-jax average` average_iterates (and the iterate_dirs such a report lists)
     report_options: tuple = config_lib.REPORT_ONLY_EVAL_FIELDS

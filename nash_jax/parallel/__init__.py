@@ -102,6 +102,17 @@ def batch_multiple(mesh, micro_batches=1):
     return micro_batches * data_shards(mesh)
 
 
+def check_batch_sizes(batch_sizes, micro_batches, shards):
+    """ValueError unless each of `batch_sizes` ({what: examples per step}) splits into `micro_batches`
+    micro-batches over `shards` data × fsdp devices: what `nash-jax run` and `nash-jax plan` both
+    check, in the same words, before any work."""
+    for key, size in batch_sizes.items():
+        if size % (micro_batches * shards):
+            raise ValueError(f"{key}={size} does not split into train.micro_batches="
+                             f"{micro_batches} micro-batches over the mesh's data × fsdp = "
+                             f"{shards} devices; expected a multiple of {micro_batches * shards}")
+
+
 def pad_to_shards(rows, mesh, *, fill=None, bucket=False, buckets=None):
     """`rows` plus `fill` rows (default: copies of the first row) up to the next multiple of the
     mesh's data shards, or with `bucket`/`buckets`, up to the batch bucket (padding.bucket_size) that

@@ -53,8 +53,7 @@ class NashMDConfig:
 
 def run_nash_md(config, run):
     n = config.nash_md
-    mesh, tokenizer, splits, judge = prepare(config, run,
-                                             batch_sizes={"nash_md.prompts_per_step": n.prompts_per_step})
+    mesh, tokenizer, splits, judge = prepare(config, run)
     if not run.done(STAGE):
         train(config, run, splits, tokenizer, judge, mesh)
     iterates = [("pi_0", policy_files.initial_policy_dir(config.model.path, run))] + [
@@ -137,4 +136,5 @@ def plan_step(config):
 
 register(Recipe(name="nash_md", run=run_nash_md, section="nash_md", section_type=NashMDConfig,
                 check=check, plan_step=plan_step,
+                batch_sizes=lambda config: {"nash_md.prompts_per_step": config.nash_md.prompts_per_step},
                 reads={"train": ONLINE_TRAIN, "sampling": ONLINE_SAMPLING}))

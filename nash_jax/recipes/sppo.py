@@ -43,8 +43,7 @@ class SPPOConfig:
 
 
 def run_sppo(config, run):
-    mesh, tokenizer, splits, judge = prepare(config, run, prompt_blocks=config.sppo.iterations,
-                                             batch_sizes={"train.batch_size": config.train.batch_size})
+    mesh, tokenizer, splits, judge = prepare(config, run, prompt_blocks=config.sppo.iterations)
     for t in range(config.sppo.iterations):
         iteration(config, run, t, splits.iterations[t], tokenizer, judge, mesh)
     return iterates_report.evaluate_and_write(
@@ -231,4 +230,5 @@ def check(config):
 
 
 register(Recipe(name="sppo", run=run_sppo, section="sppo", section_type=SPPOConfig, check=check,
-                plan_step=planning.default_step))
+                plan_step=planning.default_step,
+                batch_sizes=lambda config: {"train.batch_size": config.train.batch_size}))

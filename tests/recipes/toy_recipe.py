@@ -58,8 +58,7 @@ objectives.register(Objective("toy_reinforce", reinforce, {"advantage": ("N",)})
 
 def run_toy(config, run):
     toy = config.toy_reinforce
-    mesh, tokenizer, splits, judge = prepare(config, run,
-                                             batch_sizes={"toy_reinforce.prompts_per_step": toy.prompts_per_step})
+    mesh, tokenizer, splits, judge = prepare(config, run)
     reward = StyleReward(toy.style)
     if not run.done(STAGE):
         ids, kept, _ = prompt_sets.encode_prompts(config.data, tokenizer, splits.iterations[0], "toy prompts")
@@ -101,4 +100,6 @@ def plan_step(config):
 
 
 register(Recipe(name="toy_reinforce", run=run_toy, section="toy_reinforce", section_type=ToyConfig,
-                plan_step=plan_step))
+                plan_step=plan_step,
+                batch_sizes=lambda config: {"toy_reinforce.prompts_per_step":
+                                            config.toy_reinforce.prompts_per_step}))

@@ -52,7 +52,7 @@ __all__ = ["EVAL_STAGE", "STAGE", "GameSelfPlayConfig", "build_report", "check",
 
 def run_game_selfplay(config, run):
     text_games = make_games(config)
-    mesh = preparation.fitting_mesh(config, {"warm_start.batch_size": config.warm_start.batch_size})
+    mesh = preparation.fitting_mesh(config)
     tokenizer = policy_files.load_policy_tokenizer(config.model, run)
     if preparation.is_builtin(config):
         warm_start(config, run, tokenizer, text_games, mesh)
@@ -67,4 +67,5 @@ register(Recipe(name="game_selfplay", run=run_game_selfplay, section="game_selfp
                 section_type=GameSelfPlayConfig, check=check, summary=summary,
                 builtin_models=("builtin:game",), report_options=(),
                 plan_step=plan_step,
+                batch_sizes=lambda config: {"warm_start.batch_size": config.warm_start.batch_size},
                 reads={**SELF_PLAY_READS, "sampling": {*SELF_PLAY_READS["sampling"], "max_new_tokens"}}))

@@ -36,10 +36,7 @@ __all__ = ["HELDOUT_REWARD", "STAGE", "GRPOConfig", "check", "group_credit", "pl
 
 
 def run_grpo(config, run):
-    g = config.grpo
-    rollouts = g.prompts_per_step * g.samples_per_prompt
-    mesh, tokenizer, splits, reward = prepare(
-        config, run, batch_sizes={"grpo.prompts_per_step × grpo.samples_per_prompt": rollouts})
+    mesh, tokenizer, splits, reward = prepare(config, run)
     if not run.done(STAGE):
         train(config, run, splits.iterations[0], tokenizer, reward, mesh)
     return write_report(config, run, splits.eval, tokenizer, reward, mesh)
@@ -47,4 +44,6 @@ def run_grpo(config, run):
 
 register(Recipe(name="grpo", run=run_grpo, section="grpo", section_type=GRPOConfig, check=check,
                 summary=summary, plan_step=plan_step,
+                batch_sizes=lambda config: {"grpo.prompts_per_step × grpo.samples_per_prompt":
+                                            config.grpo.prompts_per_step * config.grpo.samples_per_prompt},
                 reads={"train": ONLINE_TRAIN, "sampling": ONLINE_SAMPLING}))

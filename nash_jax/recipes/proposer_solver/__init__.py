@@ -64,9 +64,7 @@ __all__ = ["ANCHOR_STAGE", "EMBED_DIM", "HELDOUT", "STAGE", "AnchorConfig", "Gam
 
 def run_proposer_solver(config, run):
     ps = config.proposer_solver
-    mesh = preparation.fitting_mesh(config, {"proposer_solver rows per step (sources_per_step × "
-                                             "proposals_per_source × (1 + solvers_per_problem))":
-                                             rows_per_step(ps)})
+    mesh = preparation.fitting_mesh(config)
     tokenizer = policy_files.load_policy_tokenizer(config.model, run)
     task = task_data(config, run)
     source = answer_sources.answer_source(ps.answer_source, ps.task.name)
@@ -83,4 +81,7 @@ register(Recipe(name="proposer_solver", run=run_proposer_solver, section="propos
                 section_type=ProposerSolverConfig, check=check, summary=summary_lines,
                 report_options=(), builtin_models=("builtin:proposer_solver",),
                 plan_step=plan_step,
+                batch_sizes=lambda config: {
+                    "proposer_solver rows per step (sources_per_step × proposals_per_source × "
+                    "(1 + solvers_per_problem))": rows_per_step(config.proposer_solver)},
                 reads=SELF_PLAY_READS))

@@ -55,10 +55,7 @@ __all__ = ["ANCHOR_STAGE", "DATA_STAGE", "STAGE", "AnchorConfig",
 
 
 def run_ssr(config, run):
-    b = config.ssr
-    mesh = preparation.fitting_mesh(config, {"ssr rows per step (repositories_per_step × "
-                                             "injectors_per_repository × (1 + solvers_per_artifact))":
-                                             rows_per_step(b)})
+    mesh = preparation.fitting_mesh(config)
     tokenizer = policy_files.load_policy_tokenizer(config.model, run)
     task = task_data(config, run)
     if preparation.is_builtin(config):
@@ -72,4 +69,7 @@ def run_ssr(config, run):
 register(Recipe(name="ssr", run=run_ssr, section="ssr",
                 section_type=SSRConfig, check=check, summary=summary_lines,
                 report_options=(), builtin_models=("builtin:ssr",), plan_step=plan_step,
+                batch_sizes=lambda config: {
+                    "ssr rows per step (repositories_per_step × injectors_per_repository × "
+                    "(1 + solvers_per_artifact))": rows_per_step(config.ssr)},
                 reads=SELF_PLAY_READS, formerly="bug_injection"))

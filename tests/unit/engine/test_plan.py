@@ -237,3 +237,31 @@ def test_default_chunk_is_what_the_config_defaults_to_and_negative_chunks_are_re
         config_lib.load_config(tiny_config, ["train.logprob_chunk=-1"])
     with pytest.raises(ValueError, match="mesh.device_memory='lots'"):
         config_lib.load_config(tiny_config, ["mesh.device_memory=lots"])
+
+
+# ---------------------------------------------------------------------------------------------------
+# every shipped config, on 1 and 8 devices
+
+SHAPES = {"sppo_llama3_8b.yaml": "llama3_8b", "sppo_mistral7b.yaml": "mistral_7b"}
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CONFIGS.glob("*.yaml")))
+def test_every_shipped_config_plans_on_one_and_eight_devices_or_says_why_not(name, request):
+    """What `run` checks before any work (the recipe's batch sizes over the mesh) `plan` checks too,
+    in the same words; a config that cannot run on 8 devices says so in a comment."""
+    text = (CONFIGS / name).read_text()
+    overrides = []
+    if "smollm2" in name:
+        overrides.append(f"model.path={request.getfixturevalue('smollm2_dir')}")
+    config = config_lib.load_config(CONFIGS / name, overrides)
+    for devices in (1, 8):
+        try:
+            result = planning.plan(config, devices=devices, shape=SHAPES.get(name), compile_step=False)
+        except ValueError as refused:
+            assert devices == 8 and "does not split into train.micro_batches" in str(refused)
+            assert "on 8 it is refused" in text, f"{name} does not say why it cannot run on 8 devices"
+            with pytest.raises(ValueError, match="does not split into train.micro_batches"):
+                parallel.check_batch_sizes(planning.engine.get(config.recipe).batch_sizes(config),
+                                           config.train.micro_batches, 8)
+            continue
+        assert result["devices"] == devices and result["analytic_total_bytes"] > 0
