@@ -62,15 +62,17 @@ def load_prompt_texts(path, column="prompt", split="train"):
 
 
 def quietly(load):
-    """load() with datasets' progress bars off: reading a local file is no download to watch, and the
-    command's output is the run's own."""
+    """load() with datasets' progress bars and log lines off: reading a local file is no download to
+    watch, a bad file is said once (by _read), and the command's output is the run's own."""
     import datasets
 
-    was_enabled = datasets.is_progress_bar_enabled()
+    was_enabled, verbosity = datasets.is_progress_bar_enabled(), datasets.logging.get_verbosity()
     datasets.disable_progress_bars()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
     try:
         return load()
     finally:
+        datasets.logging.set_verbosity(verbosity)
         if was_enabled:
             datasets.enable_progress_bars()
 
@@ -91,21 +93,29 @@ def _read(path, load):
 class PromptSplits:
     eval: list  # held-out prompt strings
     iterations: list  # one list of prompt strings per iteration
+    duplicates_dropped: int = 0  # repeated texts dropped before the split
 
 
-def split_prompts(texts, *, iterations, eval_prompts, per_iteration=None, shuffle=True, seed=0):
-    """Held-out evaluation prompts and `iterations` disjoint training splits, fixed by the seed."""
+def split_prompts(texts, *, iterations, eval_prompts, per_iteration=None, shuffle=True, seed=0,
+                  drop_duplicates=True):
+    """Held-out evaluation prompts and `iterations` disjoint training splits, fixed by the seed. With
+    `drop_duplicates`, each text is kept once (its first row) before the split, so that no held-out
+    prompt is also a training prompt: real prompt sets carry repeats."""
+    distinct = list(dict.fromkeys(texts)) if drop_duplicates else list(texts)
+    dropped, texts = len(texts) - len(distinct), distinct
     order = np.random.default_rng(seed).permutation(len(texts)) if shuffle else np.arange(len(texts))
     texts = [texts[i] for i in order]
     held_out, rest = texts[:eval_prompts], texts[eval_prompts:]
     per_iteration = per_iteration or len(rest) // iterations
     if per_iteration == 0 or per_iteration * iterations > len(rest):
-        raise ValueError(f"{len(texts)} prompts: after {eval_prompts} held out for evaluation, "
+        raise ValueError(f"{len(texts)} prompts{f' ({dropped} duplicates dropped)' if dropped else ''}: "
+                         f"after {eval_prompts} held out for evaluation, "
                          f"{len(rest)} are left, too few for {iterations} splits of "
                          f"{per_iteration or 'at least 1'}; expected at least "
                          f"{eval_prompts + iterations * max(per_iteration, 1)} prompts")
     return PromptSplits(eval=held_out, iterations=[
-        rest[t * per_iteration:(t + 1) * per_iteration] for t in range(iterations)])
+        rest[t * per_iteration:(t + 1) * per_iteration] for t in range(iterations)],
+        duplicates_dropped=dropped)
 
 
 def encode_prompts(tokenizer, texts, *, max_tokens, too_long="skip", system=None, where="prompts"):

@@ -43,7 +43,7 @@ from nash_jax.evaluation.reranking import rerank_groups
 from nash_jax.evaluation.tables import find_cycles, judged_matrices, win_rate_table
 from nash_jax.reporting.iterates_text import STANDARD_PER_ITERATE, draw_plots, markdown
 from nash_jax.reporting.writer import write_report
-from nash_jax.rollout.batches import sample_rows, sequence_logprobs
+from nash_jax.rollout.batches import sample_rows, sequence_kls
 from nash_jax.engine import judging, policy_files, prompt_sets
 AVERAGE_LABEL = "pi_avg"
 
@@ -100,6 +100,8 @@ def evaluate_and_write(config, run, *, iterates, eval_prompts, tokenizer, judge,
         **{key: [f[key] for f in figures[:len(iterates)]] for key in figures[0]},
         "per_iteration": iterations, **saturation(config, iterations),
         "eval_prompts": len(prompts), "samples_per_prompt": config.eval.samples_per_prompt,
+        "prompt_duplicates_dropped": run.manifest.get("inputs", {}).get("prompts", {}).get(
+            "duplicates_dropped"),
     }
     return write_report(run, report, markdown=markdown,
                         draw=lambda figures: draw_plots(figures, report, metrics))
@@ -185,9 +187,8 @@ def per_iterate_entries(labels, samples, table, controlled):
             "iterate": label,
             "mean_length_tokens": float(np.mean(s["lengths"])),
             "mean_length_chars": float(np.mean([len(r) for rs in s["responses"] for r in rs])),
-            # best-of-n's samples are not π_t's: log π_t(y) − log π_0(y) does not estimate its KL
-            "kl_to_initial": (float(np.mean(np.subtract(s["logp"], s["logp_initial"])))
-                              if "logp_initial" in s else None),
+            # best-of-n's samples are not π_t's: the KL along them is not π_t's KL
+            "kl_to_initial": float(np.mean(s["kl_initial"])) if "kl_initial" in s else None,
             "vs_initial": float(table[labels.index(label), 0]),
             "vs_initial_length_controlled": float(controlled[labels.index(label), 0]),
             **s["exact"]})
@@ -254,8 +255,8 @@ def reranked_samples(config, run, index, policy_path, prompt_ids, prompts, token
 
 def eval_samples(config, run, index, policy_path, prompt_ids, tokenizer, mesh, *, initial_model,
                  policy_metrics=None, name=None):
-    """Iterate `index`'s held-out samples with log π_t and log π_0, and its exact metrics (cached as
-    stage eval/samples_<name, default index>, the metrics in the stage's info)."""
+    """Iterate `index`'s held-out samples with log π_t and Σ_t KL(π_t ‖ π_0) along each, and its exact
+    metrics (cached as stage eval/samples_<name, default index>, the metrics in the stage's info)."""
     name = index if name is None else name
     stage, path = f"eval/samples_{name}", run / "eval" / f"samples_{name}.parquet"
     if run.done(stage):
@@ -265,9 +266,10 @@ def eval_samples(config, run, index, policy_path, prompt_ids, tokenizer, mesh, *
         model, tokenizer, prompt_ids, num_samples=config.eval.samples_per_prompt, sampling=config.sampling,
         mesh=mesh, desc=f"eval pi_{index}", max_new_tokens=config.eval.max_new_tokens,
         key_of=lambda b: runs.stage_key(config.seed, index, "eval", b), crash_prefix=stage)
-    initial = model if index == 0 else initial_model()
-    columns["logp_initial"] = sequence_logprobs(initial, prompt_ids, columns["response_ids"], tokenizer,
-                                                mesh)
+    # Σ_t KL(π_t ‖ π_0) at each sampled prefix: exact over the vocabulary, never negative
+    columns["kl_initial"] = ([[0.0] * len(r) for r in columns["response_ids"]] if index == 0 else
+                             sequence_kls(model, initial_model(), prompt_ids, columns["response_ids"],
+                                          tokenizer, mesh))
     exact = policy_metrics(model, prompt_ids) if policy_metrics is not None else {}
     runs.write_table(path, columns)
     run.finish(stage, [str(path.relative_to(run.path))], **exact)

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import sys
 
 from nash_jax import data, parallel, runs, tasks
 
@@ -20,11 +21,29 @@ def prompt_splits(prompts, run, *, eval_prompts, seed, blocks=1):
                                                             for p in texts))
         parallel.barrier("built-in prompts")
     texts = data.load_prompt_texts(path, prompts.prompt_column, prompts.split)
+    # a built-in set repeats its task's few prompts by design (the synthetic judge reads only the
+    # response); a user's set is made distinct, so that held-out prompts are never trained on
+    splits = data.split_prompts(texts, iterations=blocks, eval_prompts=eval_prompts,
+                                per_iteration=prompts.prompts_per_iteration, shuffle=prompts.shuffle,
+                                seed=seed, drop_duplicates=prompts.path not in tasks.BUILTIN_PROMPTS)
     digest = hashlib.sha256(json.dumps(texts).encode()).hexdigest()
-    run.check_fingerprint("prompts", digest, source=f"data.path={path}")
-    return data.split_prompts(texts, iterations=blocks, eval_prompts=eval_prompts,
-                              per_iteration=prompts.prompts_per_iteration,
-                              shuffle=prompts.shuffle, seed=seed)
+    run.check_fingerprint("prompts", digest, source=f"data.path={path}",
+                          duplicates_dropped=splits.duplicates_dropped)
+    if splits.duplicates_dropped and parallel.is_writer():
+        print(f"data.path={path}: {splits.duplicates_dropped} repeated prompt(s) dropped before the "
+              f"split ({len(texts) - splits.duplicates_dropped} distinct)", file=sys.stderr)
+    return splits
+
+
+def check_prompt_lengths(prompts, tokenizer, splits):
+    """Encode every prompt of `splits` as its stage will: a prompt that data.too_long=error refuses,
+    or a split that data.too_long=skip empties, stops the run here, before the warm start and the
+    first iteration, not when its split is reached hours later."""
+    blocks = splits.iterations
+    for t, block in enumerate(blocks):
+        encode_prompts(prompts, tokenizer, block,
+                       "training prompts" if len(blocks) == 1 else f"iteration {t}'s prompt split")
+    encode_prompts(prompts, tokenizer, splits.eval, "evaluation prompts")
 
 
 def encode_prompts(prompts, tokenizer, texts, where, too_long=None):

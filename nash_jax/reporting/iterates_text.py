@@ -101,12 +101,18 @@ def markdown(report, plots):
                       *_per_iteration_lines(report), "", *figure_lines(plots)])
 
 
+def _duplicates(report):
+    dropped = report.get("prompt_duplicates_dropped")
+    return (f" ({dropped} repeated prompts were dropped before the split: no held-out prompt is a "
+            "training prompt)") if dropped else ""
+
+
 def _headline_and_tables(report):
     labels = report["iterates"]
     final = report["final_iterate"]
     lines = [f"# Run report: {report['recipe']} ({report['run_dir']})", "",
              f"Judge: {report['judge']}. {report['eval_prompts']} held-out prompts × "
-             f"{report['samples_per_prompt']} samples per iterate.", "",
+             f"{report['samples_per_prompt']} samples per iterate{_duplicates(report)}.", "",
              f"**final_vs_initial = {report['final_vs_initial']:.3f}** (P({final} ≻ pi_0)); "
              f"length-controlled **{report['final_vs_initial_length_controlled']:.3f}**.", "",
              length_sentence(report), ""]
@@ -166,6 +172,9 @@ def _per_iterate_lines(report):
                      f"{number(p['kl_to_initial'], '.3f')} | {p['vs_initial']:.3f} | "
                      f"{p['vs_initial_length_controlled']:.3f} |"
                      + "".join(f" {number(p.get(key), '.4f')} |" for key in exact))
+    lines += ["", "KL to pi_0: Σ_t KL(π_t(·|x, y<t) ‖ π_0(·|x, y<t)), exact over the vocabulary at each "
+              "token of π_t's own held-out samples, averaged over them (never negative; an unbiased "
+              "estimate of the sequence KL)."]
     return lines
 
 

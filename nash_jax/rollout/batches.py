@@ -77,6 +77,20 @@ def pg_batch(prompt_ids, response_ids, behaviour_logprobs, advantages, pad_id, r
     return out
 
 
+def sequence_kls(model, reference, prompt_ids, response_ids, tokenizer, mesh, per_call=64,
+                 logprob_chunk=None):
+    """[B][K] Σ_t KL(π(·|prompt, y_<t) ‖ π_0(·|prompt, y_<t)) along each of K responses per prompt:
+    `model` is π, `reference` π_0; the exact KL over the vocabulary at each response position."""
+    from nash_jax.train import split_model
+    from nash_jax.train.steps import DEFAULT_LOGPROB_CHUNK, make_kl
+
+    (model_def, params), (reference_def, reference_params) = split_model(model), split_model(reference)
+    chunk = DEFAULT_LOGPROB_CHUNK if logprob_chunk is None else logprob_chunk
+    kl = make_kl(model_def, reference_def, mesh, logprob_chunk=chunk)
+    return _per_response(lambda batch: kl.jitted((params, reference_params), kl.place_global(batch)),
+                         prompt_ids, response_ids, tokenizer, mesh, per_call)
+
+
 def sequence_logprobs(model, prompt_ids, response_ids, tokenizer, mesh, per_call=64,
                       logprob_chunk=None):
     """[B][K] Σ log π(response | prompt) under `model` (teacher forcing), for K responses per prompt.
@@ -89,6 +103,12 @@ def sequence_logprobs(model, prompt_ids, response_ids, tokenizer, mesh, per_call
     model_def, params = split_model(model)
     chunk = DEFAULT_LOGPROB_CHUNK if logprob_chunk is None else logprob_chunk
     logprobs = make_logprobs(model_def, mesh, logprob_chunk=chunk)
+    return _per_response(lambda batch: logprobs.jitted(params, logprobs.place_global(batch)),
+                         prompt_ids, response_ids, tokenizer, mesh, per_call)
+
+
+def _per_response(values_of, prompt_ids, response_ids, tokenizer, mesh, per_call):
+    """[B][K] values_of(token batch) -> [N] for K responses per prompt, `per_call` rows at a time."""
     pad_id = pad_id_of(tokenizer)
     flat = [(p, r) for p, rs in zip(prompt_ids, response_ids) for r in rs]
     out = []
@@ -96,7 +116,6 @@ def sequence_logprobs(model, prompt_ids, response_ids, tokenizer, mesh, per_call
         chunk = flat[start:start + per_call]
         padded = parallel.pad_to_shards(chunk, mesh)
         batch = token_batch([p for p, _ in padded], [r for _, r in padded], pad_id)
-        values = logprobs.jitted(params, logprobs.place_global(batch))
-        out.extend(parallel.gather_to_host(values)[:len(chunk)].tolist())
+        out.extend(parallel.gather_to_host(values_of(batch))[:len(chunk)].tolist())
     k = len(response_ids[0])
     return [out[b * k:(b + 1) * k] for b in range(len(prompt_ids))]

@@ -42,6 +42,10 @@ def remove_stale_temporaries(root):
     return len(stale)
 
 
+# What a run writes before any of its work: a run that fails holding only these has lost nothing
+BOOKKEEPING = {".lock", "config.yaml", "manifest.json", "metrics.jsonl", "data/prompts.jsonl"}
+
+
 class RunDir:
     """One run's directory: its config lock, manifest of finished stages, and metrics."""
 
@@ -62,6 +66,7 @@ class RunDir:
         self._metrics = MetricsLog(self.path)
         self._lock_file = None
         self._last_finish = time.perf_counter()
+        self._made = None  # what acquire() found: None (not yet), "new" (made here), "emptied" (was empty)
 
     def acquire(self):
         """Hold RUN_DIR/.lock for this process (one writer at a time), then clean up what a killed
@@ -72,6 +77,8 @@ class RunDir:
         if not is_writer() or self._lock_file is not None:
             return
         new = self._check_ours()
+        if new:
+            self._made = "emptied" if self.path.is_dir() else "new"
         self.path.mkdir(parents=True, exist_ok=True)
         handle = open(self.path / ".lock", "a+")
         try:
@@ -159,16 +166,16 @@ class RunDir:
         file = self.path / relative
         return file.is_file() and file.stat().st_size == size and same_identity(file, digest)
 
-    def check_fingerprint(self, name, digest, source):
-        """Record `digest` of input `name` (read from `source`) on the first run; refuse to resume
-        over a different one."""
+    def check_fingerprint(self, name, digest, source, **facts):
+        """Record `digest` of input `name` (read from `source`), and `facts` about it, on the first
+        run; refuse to resume over a different one."""
         inputs = self.manifest.setdefault("inputs", {})
         if name in inputs and inputs[name]["digest"] != digest:
             raise ValueError(f"{source} has changed since this run started (its {name} fingerprint "
                              f"differs from the one in {self.manifest_path}); restore it, or start a new "
                              "run_dir=PATH")
         if name not in inputs:
-            inputs[name] = {"digest": digest, "source": str(source)}
+            inputs[name] = {"digest": digest, "source": str(source), **facts}
             write_text_atomically(self.manifest_path, json.dumps(self.manifest, indent=1))
 
     def __truediv__(self, relative):
@@ -249,11 +256,27 @@ class RunDir:
         self._metrics.enable_wandb(project, entity=entity, mode=mode, tags=tags, config=config)
 
     def close(self, failed=False):
-        """Release the lock and close the metrics (`failed`: the run stopped with an error)."""
+        """Release the lock and close the metrics (`failed`: the run stopped with an error). A run
+        that this process started and that stopped before any work leaves no directory behind (only
+        the files it wrote itself go, and only while it holds nothing else), so that a refused run
+        can be fixed and rerun as if it had never started."""
         self._metrics.close(failed)
         if self._lock_file is not None:
+            if failed and self._made is not None:
+                self._discard_bookkeeping()
             self._lock_file.close()  # releases the lock
             self._lock_file = None
+
+    def _discard_bookkeeping(self):
+        files = [p for p in self.path.rglob("*") if not p.is_dir()]
+        if any(p.relative_to(self.path).as_posix() not in BOOKKEEPING for p in files):
+            return
+        for p in sorted(files, key=lambda p: p.name == ".lock"):  # the lock last
+            p.unlink()
+        for d in sorted((p for p in self.path.rglob("*") if p.is_dir()), reverse=True):
+            d.rmdir()
+        if self._made == "new":
+            self.path.rmdir()
 
 
 def _differences(a, b, prefix=""):

@@ -29,7 +29,7 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from nash_jax import parallel
-from nash_jax.core import losses
+from nash_jax.core import divergence, losses
 from nash_jax.train import objectives
 from nash_jax.train.objectives import TOKEN_FIELDS
 from nash_jax.train.optim import descent
@@ -304,6 +304,29 @@ def make_logprobs(model_def, mesh, logprob_chunk=DEFAULT_LOGPROB_CHUNK):
         return Step("logprobs", LOGPROB_SHAPES, fn, mesh, 1, extra_keys=True)
 
     return _cached(_model_key(model_def, mesh) + ("logprobs", logprob_chunk), build)
+
+
+def make_kl(model_def, reference_def, mesh, logprob_chunk=DEFAULT_LOGPROB_CHUNK):
+    """kl((params, reference_params), batch) -> [N] Σ_t KL(π(·|tokens_≤t) ‖ π_0(·|tokens_≤t)) over
+    the loss mask, exact over the vocabulary (core/divergence.py), `logprob_chunk` positions at a
+    time (0: all at once)."""
+    _check_logprob_chunk(logprob_chunk)
+
+    def build():
+        def fn(both, batch):
+            tokens, segment_ids, loss_mask = (batch[f] for f in TOKEN_FIELDS)
+            models = [d.merge(p) for d, p in zip((model_def, reference_def), both)]
+            hidden = [m.hidden_states(tokens[:, :-1], segment_ids=segment_ids[:, :-1])[0] for m in models]
+            kl = divergence.chunked_token_kl(
+                hidden[0], models[0].unembedding(), hidden[1], models[1].unembedding(), loss_mask[:, 1:],
+                chunk=logprob_chunk or tokens.shape[0] * tokens.shape[1],
+                softcap=models[0].config.final_logit_softcap,
+                reference_softcap=models[1].config.final_logit_softcap)
+            return jnp.sum(kl, axis=-1)
+        return Step("kl", LOGPROB_SHAPES, fn, mesh, 1, extra_keys=True)
+
+    key = _model_key(model_def, mesh) + _model_key(reference_def, mesh) + ("kl", logprob_chunk)
+    return _cached(key, build)
 
 
 _STEPS = {}  # key -> Step, the most recent 32

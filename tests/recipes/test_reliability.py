@@ -118,10 +118,12 @@ def test_changed_prompt_data_is_refused_on_resume(tmp_path):
     ("bad.jsonl", '{"prompt": "a"}\n{"prompt": \n', r"bad.jsonl: cannot be read as prompts"),
     ("header.csv", "prompt\n", r"header.csv holds no rows; expected prompts"),
 ])
-def test_bad_prompt_files_are_one_clear_error(tmp_path, name, text, message):
+def test_bad_prompt_files_are_one_clear_error(tmp_path, name, text, message, capfd):
     (tmp_path / name).write_text(text)
     with pytest.raises(ValueError, match=message):
         data.load_prompt_texts(tmp_path / name)
+    out, err = capfd.readouterr()
+    assert not out and not err, (out, err)  # no log line of datasets' beside the error
 
 
 def test_a_damaged_manifest_or_a_file_as_run_directory_is_a_clear_error(tmp_path):

@@ -53,6 +53,18 @@ def test_splits_are_disjoint_fixed_by_the_seed_and_hold_out_evaluation():
     assert data.split_prompts(texts, iterations=3, eval_prompts=4, seed=2) != a
 
 
+def test_repeated_prompts_are_dropped_before_the_split_so_no_held_out_prompt_is_trained_on():
+    texts = ["same prompt"] * 40 + [f"p{i}" for i in range(12)]
+    splits = data.split_prompts(texts, iterations=2, eval_prompts=3, seed=0)
+    held_out, trained = set(splits.eval), set(sum(splits.iterations, []))
+    assert splits.duplicates_dropped == 39 and not held_out & trained
+    assert len(splits.eval) + sum(map(len, splits.iterations)) == 13
+    kept = data.split_prompts(texts, iterations=2, eval_prompts=3, seed=0, drop_duplicates=False)
+    assert kept.duplicates_dropped == 0 and sum(map(len, kept.iterations)) == 48
+    with pytest.raises(ValueError, match=r"13 prompts \(39 duplicates dropped\): after 3 held out"):
+        data.split_prompts(texts, iterations=2, eval_prompts=3, per_iteration=6, seed=0)
+
+
 def test_an_empty_split_is_refused():
     with pytest.raises(ValueError, match="3 prompts: after 2 held out .* too few for 2 splits"):
         data.split_prompts(["a", "b", "c"], iterations=2, eval_prompts=2)
