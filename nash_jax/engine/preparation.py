@@ -28,6 +28,7 @@ def prepare(config, run, *, prompt_blocks=1):
     tokenizer = policy_files.load_policy_tokenizer(config.model, run)
     splits = prompt_sets.prompt_splits(config.data, run, eval_prompts=config.eval.prompts, seed=config.seed,
                                       blocks=prompt_blocks)
+    prompt_sets.check_prompt_lengths(config.data, tokenizer, splits)
     judge = judging.make_judge(config.judge, mesh)
     if is_builtin(config):  # check_paths has made sure it is the synthetic task's
         warm_start(config, run, tokenizer, mesh)

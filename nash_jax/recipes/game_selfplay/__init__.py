@@ -42,6 +42,7 @@ from nash_jax.recipes.game_selfplay.players import exact_metrics, model_player, 
 from nash_jax.recipes.game_selfplay.report import build_report, summary, write_report
 from nash_jax.recipes.game_selfplay.training import plan_step, play_metrics, train
 from nash_jax.tasks.games import game_eval
+from nash_jax.tasks.games.prompt_lengths import check_every_prompt
 
 # the names other modules, tools and tests use
 __all__ = ["EVAL_STAGE", "STAGE", "GameSelfPlayConfig", "build_report", "check",
@@ -54,6 +55,8 @@ def run_game_selfplay(config, run):
     text_games = make_games(config)
     mesh = preparation.fitting_mesh(config)
     tokenizer = policy_files.load_policy_tokenizer(config.model, run)
+    for game in text_games:  # every prompt's length, before the warm start
+        check_every_prompt(game, tokenizer, config.data.max_prompt_tokens)
     if preparation.is_builtin(config):
         warm_start(config, run, tokenizer, text_games, mesh)
     evaluators = {t.name: e for t in text_games

@@ -233,6 +233,7 @@ class ModelPlayer:
 
         from nash_jax.parallel.padding import round_up
         from nash_jax.rollout.sampling import eos_ids_of, generate, pad_id_of
+        from nash_jax.tasks.games.prompt_lengths import check_prompt_lengths
 
         prompt_ids = [encode_prompt(self.tokenizer, game.prompt(state)) for game, state in requests]
         check_prompt_lengths(requests, prompt_ids, self.max_prompt_tokens)
@@ -250,18 +251,6 @@ class ModelPlayer:
             out.append(Move(self.tokenizer.decode(tokens, skip_special_tokens=True), ids, tokens,
                             samples.logprobs[b, 0, :n].tolist()))
         return out
-
-
-def check_prompt_lengths(requests, prompt_ids, max_tokens):
-    """ValueError naming the state of the first prompt longer than `max_tokens` (data.max_prompt_tokens;
-    None: no limit): the training step, and `nash-jax plan`, are sized for prompts up to it."""
-    if max_tokens is None:
-        return
-    for (game, state), ids in zip(requests, prompt_ids):
-        if len(ids) > max_tokens:
-            raise ValueError(f"{game.name}: the prompt at state {state.information_state_string()!r} is "
-                             f"{len(ids)} tokens, over data.max_prompt_tokens={max_tokens}; expected "
-                             "prompts up to it (raise it)")
 
 
 def encode_prompt(tokenizer, content):

@@ -8,7 +8,7 @@ from open_spiel.python import policy as os_policy
 from open_spiel.python.algorithms import exploitability as os_exploitability
 
 from nash_jax.models.tokenizer import load_tokenizer
-from nash_jax.tasks.games import game_eval, games
+from nash_jax.tasks.games import game_eval, games, prompt_lengths
 
 
 @pytest.fixture(scope="module")
@@ -151,12 +151,25 @@ def test_a_prompt_longer_than_data_max_prompt_tokens_is_refused_naming_the_state
     state = game.new_state(np.random.default_rng(0))
     ids = games.encode_prompt(tokenizer, game.prompt(state))
     length = len(ids)
-    games.check_prompt_lengths([(game, state)], [ids], length)  # up to the limit: accepted
+    prompt_lengths.check_prompt_lengths([(game, state)], [ids], length)  # up to the limit: accepted
     short = games.ModelPlayer(None, tokenizer, key=None, mesh=None, max_new_tokens=4,
                               max_prompt_tokens=length - 1)
     with pytest.raises(ValueError, match=f"kuhn_poker: the prompt at state .* is {length} tokens, over "
                                          f"data.max_prompt_tokens={length - 1}"):
         short.moves([(game, state)], 0)
+
+
+@pytest.mark.parametrize("name", ["kuhn_poker", "leduc_poker"])
+def test_every_decision_states_prompt_is_checked_before_any_work(tokenizer, name):
+    """The recipe checks each information state's prompt before its warm start: a limit one token
+    short of the longest is refused naming that state; the longest itself is accepted."""
+    game = games.TextGame(name)
+    _, states = games.information_states(game.game)
+    longest = max(len(games.encode_prompt(tokenizer, game.prompt(s))) for s in states)
+    prompt_lengths.check_every_prompt(game, tokenizer, longest)
+    with pytest.raises(ValueError, match=f"{name}: the prompt at state .* is {longest} tokens, over "
+                                         f"data.max_prompt_tokens={longest - 1}"):
+        prompt_lengths.check_every_prompt(game, tokenizer, longest - 1)
 
 
 def test_the_kuhn_demo_bounds_every_prompt_it_can_meet(tokenizer):
