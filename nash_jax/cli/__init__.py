@@ -21,6 +21,7 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 from nash_jax.cli import game, judge, models, plan, runs, ssr  # noqa: E402  (after the environment is set)
 from nash_jax.cli.judge import read_judge_requests  # noqa: E402  (tests read it from here)
+from nash_jax.judges.user_code import UserCodeError  # noqa: E402
 
 __all__ = ["build_parser", "main", "read_judge_requests"]
 
@@ -46,6 +47,11 @@ def main(argv=None):
     except (ValueError, FileNotFoundError) as err:
         print(f"nash-jax {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except UserCodeError as err:  # the user's own frames (their code to fix), then one line
+        resume = " (fix it and rerun the same command to resume)" if args.command in ("run", "report") else ""
+        print(err.user_traceback(), end="", file=sys.stderr)
+        print(f"nash-jax {args.command}: error: {err}{resume}", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # `nash-jax game --json | head`: the reader left; nothing to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

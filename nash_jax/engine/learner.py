@@ -22,6 +22,7 @@ everything else, once, so that it means the same in every recipe:
     the loop        engine/loop.py's resumable loop (train.checkpoint_every, max_skipped_fraction)
 """
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -32,6 +33,7 @@ from nash_jax import parallel
 from nash_jax.engine import policy_files
 from nash_jax.engine.loop import train_loop
 from nash_jax.engine.plan import StepShape
+from nash_jax.judges.user_code import UserCodeError
 from nash_jax.parallel.padding import round_up
 from nash_jax.rollout.sampling import eos_ids_of, pad_id_of
 from nash_jax.runs.keys import stage_seed
@@ -137,9 +139,10 @@ class OnlineLearner:
         snapshots = snapshot_dirs(self.run_dir, recipe.snapshots)
 
         def work(step, state, extra, item):
-            if recipe.evaluate is not None and step % recipe.eval_every == 0:
-                extra = self._evaluate(recipe, step, state.params, extra)
-            rollout = recipe.rollout(self, step, state.params, extra, item)
+            with user_code_located(f"stage {recipe.stage}, step {step}"):
+                if recipe.evaluate is not None and step % recipe.eval_every == 0:
+                    extra = self._evaluate(recipe, step, state.params, extra)
+                rollout = recipe.rollout(self, step, state.params, extra, item)
             state, metrics = self.update(state, rollout.batch)
             if (step + 1) % per_snapshot == 0:
                 self.export(state.params, snapshots[(step + 1) // per_snapshot - 1])
@@ -153,7 +156,8 @@ class OnlineLearner:
                                   checkpoint_every=t.checkpoint_every,
                                   max_skipped_fraction=t.max_skipped_fraction)
         if recipe.evaluate is not None:
-            extra = self._evaluate(recipe, recipe.steps, state.params, extra)
+            with user_code_located(f"stage {recipe.stage}, the final evaluation"):
+                extra = self._evaluate(recipe, recipe.steps, state.params, extra)
         info = recipe.finish_info(extra) if recipe.finish_info is not None else {}
         self.run_dir.finish(recipe.stage, [str(p.relative_to(self.run_dir.path)) for p in snapshots],
                             **info)
@@ -230,3 +234,12 @@ def reference_logprobs(model_def, params, mesh, temperature=1.0):
         return np.concatenate([np.zeros((logp.shape[0], 1), np.float32), np.asarray(logp, np.float32)], 1)
 
     return reference
+
+
+@contextlib.contextmanager
+def user_code_located(place):
+    """A user's judge or reward that raises inside the block is said to have done so at `place`."""
+    try:
+        yield
+    except UserCodeError as err:
+        raise err.located(place)

@@ -128,7 +128,9 @@ def _python(judge_config, mesh, key):
     from nash_jax.judges.simple import FunctionJudge, RewardJudge, import_function
 
     function = import_function(judge_config.function, f"{key}.function")
-    return RewardJudge(function) if judge_config.returns == "rewards" else FunctionJudge(function)
+    name = f"{key}.function={judge_config.function!r}"
+    return (RewardJudge(function, name) if judge_config.returns == "rewards"
+            else FunctionJudge(function, name))
 
 
 BUILDERS = {"synthetic": _synthetic, "file": _file, "pairrm": _pairrm, "llm": _llm,

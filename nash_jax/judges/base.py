@@ -3,6 +3,7 @@
 import numpy as np
 
 from nash_jax.core.game import validate_preference_matrix
+from nash_jax.judges.user_code import UserCodeError
 
 # float32 judges: P + Pᵀ = 1 holds to rounding, not exactly.
 JUDGE_ATOL = 1e-5
@@ -82,6 +83,8 @@ def judge_in_chunks(judge, prompts, candidates, *, per_call, where, after_call=N
         except ValueError as err:
             raise ValueError(f"{where}, prompts {start}-{min(start + per_call, len(prompts)) - 1}: "
                              f"{err}") from None
+        except UserCodeError as err:
+            raise err.located(f"{where}, prompts {start}-{min(start + per_call, len(prompts)) - 1}")
         if after_call is not None:
             after_call(len(out[-1]), len(out))
     return np.concatenate(out)
@@ -110,12 +113,18 @@ class RewardModel:
         raise NotImplementedError
 
 
+def _shown(value, limit=200):
+    """repr(value), cut to `limit` characters: an error names what came back, not all of it."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
 def validate_rewards(rewards, n, source="reward model"):
     """Return rewards [n] as float64, or raise naming the source, the response and the value."""
     try:
         rewards = np.asarray(rewards, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"{source} returned {rewards!r}; expected {n} numbers") from None
+        raise ValueError(f"{source} returned {_shown(rewards)}; expected {n} numbers") from None
     if rewards.shape != (n,):
         raise ValueError(f"{source} returned shape {list(rewards.shape)}; expected [{n}], one reward "
                          "per response")

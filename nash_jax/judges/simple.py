@@ -11,24 +11,26 @@ import numpy as np
 from scipy.special import expit
 
 from nash_jax.judges.base import PreferenceModel, RewardModel
+from nash_jax.judges.user_code import call_user, function_name
 
 
 class CallableReward(RewardModel):
-    """Rewards from fn(prompts, responses) -> [N] scores (a verifier or scoring function)."""
+    """Rewards from fn(prompts, responses) -> [N] scores (a verifier or scoring function); `name`: what
+    an error calls it (its config key)."""
 
-    def __init__(self, fn):
-        self.fn = fn
+    def __init__(self, fn, name=None):
+        self.fn, self.name = fn, name or function_name(fn)
 
     def _rewards(self, prompts, responses):
-        return self.fn(prompts, responses)
+        return call_user(self.name, self.fn, prompts, responses)
 
 
 class RewardJudge(PreferenceModel):
     """P(a ≻ b) = σ(r(a) − r(b)) for a RewardModel, or a function (prompts, responses) -> [N] scores
     (transitive by nature)."""
 
-    def __init__(self, reward):
-        self.reward = reward if isinstance(reward, RewardModel) else CallableReward(reward)
+    def __init__(self, reward, name=None):
+        self.reward = reward if isinstance(reward, RewardModel) else CallableReward(reward, name)
 
     def rewards(self, prompts, responses):
         """[N] the scalar rewards behind the preferences (what a scalar-reward recipe trains on)."""
@@ -45,21 +47,22 @@ class RewardJudge(PreferenceModel):
 class CallableJudge(PreferenceModel):
     """P from fn(prompt, a, b) -> P(a ≻ b), asked once per unordered pair; P(b ≻ a) = 1 − P(a ≻ b)."""
 
-    def __init__(self, fn):
-        self.fn = fn
+    def __init__(self, fn, name=None):
+        self.fn, self.name = fn, name or function_name(fn)
 
     def _prob_matrix(self, prompts, candidates):
-        return matrix_from_pairs(prompts, candidates, lambda b, prompt, x, y: self.fn(prompt, x, y))
+        return matrix_from_pairs(prompts, candidates,
+                                 lambda b, prompt, x, y: call_user(self.name, self.fn, prompt, x, y))
 
 
 class FunctionJudge(PreferenceModel):
     """P from fn(prompts, candidates) -> [B, K, K] (a user's judge), validated like every judge's."""
 
-    def __init__(self, fn):
-        self.fn = fn
+    def __init__(self, fn, name=None):
+        self.fn, self.name = fn, name or function_name(fn)
 
     def _prob_matrix(self, prompts, candidates):
-        return self.fn(prompts, candidates)
+        return call_user(self.name, self.fn, prompts, candidates)
 
 
 def import_function(spec, key="judge.function"):

@@ -14,3 +14,9 @@ def longer_wins(prompts, candidates):
 
     lengths = np.array([[len(c) for c in cs] for cs in candidates], float)
     return 0.5 + 0.5 * np.sign(lengths[:, :, None] - lengths[:, None, :])
+
+
+def broken_judge(prompts, candidates):
+    """A python judge with a bug of the user's: it raises."""
+    scores = {}
+    return scores[prompts[0]]

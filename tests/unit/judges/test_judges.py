@@ -96,6 +96,10 @@ def test_reward_models_return_one_finite_reward_per_response_or_say_which_is_wro
         CallableReward(lambda p, r: [0.0, 1.0, 2.0]).rewards(["p", "q"], ["a", "b"])
     with pytest.raises(ValueError, match="2 prompts but 1 responses"):
         lengths.rewards(["p", "q"], ["a"])
+    with pytest.raises(ValueError, match=r"returned \['not a number', .*… \(\d+ characters\); "
+                                         r"expected 200 numbers") as refused:  # not all 200 of them
+        CallableReward(lambda p, r: ["not a number"] * 200).rewards(["p"] * 200, ["a"] * 200)
+    assert len(str(refused.value)) < 400
     # the Bradley-Terry judge over a reward model is the same judge as over its function
     judge = RewardJudge(lengths)
     np.testing.assert_allclose(judge.prob(["p"], ["abc"], ["a"]), [1 / (1 + np.exp(-2.0))])
