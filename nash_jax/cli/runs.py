@@ -1,5 +1,6 @@
 """`nash-jax run`, `report` and `rerank`: a recipe run (or resumed) and its report."""
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -62,8 +63,25 @@ def saved_run_config(run_dir, overrides=()):
 def _report(args, overrides=None):
     from nash_jax import engine
     start_processes(args)
-    config = saved_run_config(args.run_dir, args.overrides if overrides is None else overrides)
-    print_report_summary(config, engine.run(config), args.run_dir)
+    with config_restored_on_failure(Path(args.run_dir) / "config.yaml"):
+        config = saved_run_config(args.run_dir, args.overrides if overrides is None else overrides)
+        report = engine.run(config)
+    print_report_summary(config, report, args.run_dir)
+
+
+@contextlib.contextmanager
+def config_restored_on_failure(path):
+    """Put `path` (a run's config.yaml) back as it was if the block fails or is interrupted: a report
+    whose overrides were saved before its judge failed to load must not leave them behind for the
+    next plain `report` to act on."""
+    from nash_jax import parallel, runs
+    before = path.read_text() if path.is_file() else None
+    try:
+        yield
+    except BaseException:
+        if before is not None and parallel.is_writer() and path.read_text() != before:
+            runs.write_text_atomically(path, before)
+        raise
 
 
 def _rerank(args):

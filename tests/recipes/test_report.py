@@ -127,6 +127,11 @@ def test_demo_in_a_smaller_setting_writes_the_report(tmp_path, capsys):
     assert "not the training judge" in (run_dir / "report.md").read_text()
     assert (json.loads((run_dir / "manifest.json").read_text())["stages"]["eval/samples_best_of_2"]
             == json.loads(json.dumps(after["eval/samples_best_of_2"])))  # the first reranking is kept
+    # a rerank that fails (its judge cannot be imported) leaves the run's config as it was
+    saved_config = (run_dir / "config.yaml").read_text()
+    broken = "eval.rerank_judge={kind: python, function: 'tests.recipes.no_such_module:judge'}"
+    assert main(["rerank", str(run_dir), "eval.second_judge=null", broken, "--n", "3"]) != 0
+    assert (run_dir / "config.yaml").read_text() == saved_config
     with pytest.raises(SystemExit):
         main(["rerank", str(run_dir), "--n", "1"])
     assert main(["report", str(run_dir), "sppo.eta=3"]) == 2
