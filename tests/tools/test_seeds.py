@@ -69,6 +69,24 @@ def test_a_sweep_folder_refuses_another_sweep_and_an_edited_config(tmp_path):
         seeds.check_same_sweep(tmp_path / "out", config, args)
 
 
+def test_out_must_be_new_empty_or_a_sweeps_and_configs_are_checked_before_any_run(tmp_path, capsys):
+    config = REPO / "configs" / "kuhn_demo.yaml"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "seeds.md").write_text("my notes")
+    with pytest.raises(SystemExit, match=r"holds files \(seeds.md\) but no sweep.json"):
+        seeds.main([str(config), "--seeds", "1", "--out", str(mine)])
+    assert (mine / "seeds.md").read_text() == "my notes" and os.listdir(mine) == ["seeds.md"]
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit, match=r"--out .*file: a file is there"):
+        seeds.main([str(config), "--seeds", "1", "--out", str(tmp_path / "file")])
+    for argv, message in [(["--compare", "game_selfplay.no_such_key=1,2"], r"variant no_such_key=1: .*no_such_key"),
+                          (["train.epochs=zero"], r"variant base: .*train.epochs")]:
+        with pytest.raises(SystemExit, match=message):
+            seeds.main([str(config), "--seeds", "1", "--out", str(tmp_path / "new"), *argv])
+        assert not (tmp_path / "new").exists()
+
+
 def sweep(config, out, *, crash_at=None):
     env = dict(os.environ)
     env.pop("NASH_JAX_CRASH_AT", None)

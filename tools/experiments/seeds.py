@@ -101,8 +101,11 @@ def run_one(config, directory, seed, devices, overrides):
                               check=False).returncode
     if code != 0 or not report.is_file():
         tail = log.read_text().splitlines()[-15:]
-        raise RunFailed(f"run {directory} failed (exit {code}); rerun the same command to resume it. "
-                        f"The end of {log}:\n" + "\n".join(tail))
+        # a run refused before any work leaves no run directory: there is nothing to resume
+        then = ("rerun the same command to resume it" if (directory / "manifest.json").is_file() else
+                "it was refused before it started: fix what it says, then rerun the same command")
+        raise RunFailed(f"run {directory} failed (exit {code}); {then}. The end of {log}:\n"
+                        + "\n".join(tail))
     return json.loads(report.read_text())
 
 
@@ -263,6 +266,36 @@ def parse(argv):
     return args
 
 
+def check_out(out):
+    """--out must be a directory that is new, empty, or an earlier sweep's (its sweep.json): a sweep
+    never writes into, or overwrites the seeds.md of, a folder of the user's."""
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"--out {out}: a file is there; expected a directory (new, empty, or an "
+                         "earlier sweep's)")
+    entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if entries and "sweep.json" not in entries:
+        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+        raise SystemExit(f"--out {out} holds files ({shown}) but no sweep.json, so it is not a sweep's; "
+                         "refusing to write into it: choose a new or empty --out")
+
+
+def check_configs(config, args):
+    """Every variant's config as `nash-jax run` would load it (unknown keys, bad values, the recipe's
+    own checks), before any run starts: an error names the variant and the key, and nothing is
+    written."""
+    from nash_jax import engine
+    from nash_jax.config import load_config
+
+    for label, overrides in variants(args.compare):
+        try:
+            loaded = load_config(config, [*args.overrides, *overrides, "seed=0"])
+            recipe = engine.get(loaded.recipe)
+            if recipe.check is not None:
+                recipe.check(loaded)
+        except (ValueError, FileNotFoundError) as err:
+            raise SystemExit(f"variant {label}: {err}") from None
+
+
 def check_same_sweep(out, config, args):
     """OUT/sweep.json records what the sweep runs (the config's text included); a later command on the
     same OUT must run the same (seeds, device counts and jobs aside), or finished runs of another config
@@ -287,6 +320,8 @@ def main(argv=None):
     seeds = list(range(args.seeds))
     plan = [(label, overrides, d, s) for label, overrides in variants(args.compare)
             for d in device_counts(args.devices) for s in seeds]
+    check_out(out)
+    check_configs(config, args)
     check_same_sweep(out, config, args)
     results = {}
 
