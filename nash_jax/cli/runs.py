@@ -99,7 +99,8 @@ def print_report_summary(config, report, run_dir):
 
 def add(commands):
     run = commands.add_parser(
-        "run", help="run (or resume) a recipe from a YAML config (sppo, nash_md, or a registered one)",
+        "run", help="run (or resume) a recipe from a YAML config (sppo, nash_md, grpo, proposer_solver, "
+        "game_selfplay, ssr, or one of your own: docs/recipes)",
         description="Run the recipe a YAML config names, in RUN_DIR (run_dir=PATH; default "
                     "runs/<config name>-<timestamp>). Rerunning the same command on the same run "
                     "directory resumes it from the last finished stage or checkpoint.")
