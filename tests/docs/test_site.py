@@ -104,3 +104,15 @@ def test_the_cli_page_shows_the_help_of_every_subcommand():
     page = (REPO / "docs" / "cli.md").read_text()
     assert {name for name in commands if f"<!-- cli: {name} -->" not in page} == set()
     assert commands["run"].format_help().splitlines()[0] in hooks.cli_help("run").replace("\n ", " ")
+
+
+def test_every_link_of_the_readme_leads_to_a_file_of_the_repository():
+    """README.md is read on the forge, outside the site: its relative links must name real files (the
+    site's own links are checked by the strict build)."""
+    import re
+
+    text = (REPO / "README.md").read_text()
+    links = [target.split("#")[0] for target in re.findall(r"\]\(([^)\s]+)\)", text)
+             if not re.match(r"[a-z]+:", target)]
+    assert len(links) > 20, links
+    assert [link for link in links if not (REPO / link).exists()] == []
