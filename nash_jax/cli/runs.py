@@ -79,7 +79,8 @@ def config_restored_on_failure(path):
     try:
         yield
     except BaseException:
-        if before is not None and parallel.is_writer() and path.read_text() != before:
+        if before is not None and parallel.is_writer() and (not path.is_file()
+                                                             or path.read_text() != before):
             runs.write_text_atomically(path, before)
         raise
 

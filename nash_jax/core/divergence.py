@@ -2,13 +2,15 @@
 
 A report's "KL to π_0" is Σ_t KL(π(·|x, y_<t) ‖ π_0(·|x, y_<t)) along responses y sampled from π,
 averaged over the samples: an unbiased estimate of the sequence KL (its expectation equals that of the
-sampled log-ratio log π(y) − log π_0(y)) that, unlike the log-ratio, is never negative.
+sampled log-ratio log π(y) − log π_0(y)) that, unlike the log-ratio, is never negative. Both policies
+are taken at the temperature the samples were drawn at (the distributions the sampler draws from,
+before any top-p/top-k truncation), so that the estimate is of the KL between what was sampled.
 """
 
 import jax
 import jax.numpy as jnp
 
-from nash_jax.core.losses import logits_from_hidden
+from nash_jax.core.losses import logits_from_hidden, tempered
 
 _F32 = jnp.float32
 
@@ -24,16 +26,18 @@ def token_kl(logits, reference_logits, mask):
 
 
 def chunked_token_kl(hidden, head, reference_hidden, reference_head, mask, *, chunk,
-                     softcap=None, reference_softcap=None):
-    """token_kl of the logits of (hidden [B, N, E], head [V, E]) and of the reference's, computed
-    `chunk` positions at a time so that no [B, N, V] logits are live (forward only: a report's
-    figure, never differentiated)."""
+                     softcap=None, reference_softcap=None, temperature=1.0):
+    """token_kl of the logits / temperature of (hidden [B, N, E], head [V, E]) and of the
+    reference's, computed `chunk` positions at a time so that no [B, N, V] logits are live (forward
+    only: a report's figure, never differentiated)."""
     b, n, _ = hidden.shape
     rows = b * n
+    head, reference_head = head.astype(hidden.dtype), reference_head.astype(reference_hidden.dtype)
 
     def kl_of(h, h_ref, m):
-        return token_kl(logits_from_hidden(h, head, softcap),
-                        logits_from_hidden(h_ref, reference_head, reference_softcap), m)
+        return token_kl(tempered(logits_from_hidden(h, head, softcap), temperature),
+                        tempered(logits_from_hidden(h_ref, reference_head, reference_softcap),
+                                 temperature), m)
 
     if rows <= chunk:
         return kl_of(hidden, reference_hidden, mask)

@@ -188,11 +188,21 @@ def per_iterate_entries(labels, samples, table, controlled):
             "mean_length_tokens": float(np.mean(s["lengths"])),
             "mean_length_chars": float(np.mean([len(r) for rs in s["responses"] for r in rs])),
             # best-of-n's samples are not π_t's: the KL along them is not π_t's KL
-            "kl_to_initial": float(np.mean(s["kl_initial"])) if "kl_initial" in s else None,
+            "kl_to_initial": kl_to_initial(s),
             "vs_initial": float(table[labels.index(label), 0]),
             "vs_initial_length_controlled": float(controlled[labels.index(label), 0]),
             **s["exact"]})
     return entries
+
+
+def kl_to_initial(samples):
+    """The mean of the samples' exact KL to π_0; for samples evaluated before it was kept (a run
+    started on an earlier version), the mean sampled log-ratio they hold instead; else None."""
+    if "kl_initial" in samples:
+        return float(np.mean(samples["kl_initial"]))
+    if "logp_initial" in samples:
+        return float(np.mean(np.subtract(samples["logp"], samples["logp_initial"])))
+    return None
 
 
 def compare(per_iterate, table, controlled, labels, row, last):
@@ -269,7 +279,7 @@ def eval_samples(config, run, index, policy_path, prompt_ids, tokenizer, mesh, *
     # Σ_t KL(π_t ‖ π_0) at each sampled prefix: exact over the vocabulary, never negative
     columns["kl_initial"] = ([[0.0] * len(r) for r in columns["response_ids"]] if index == 0 else
                              sequence_kls(model, initial_model(), prompt_ids, columns["response_ids"],
-                                          tokenizer, mesh))
+                                          tokenizer, mesh, temperature=config.sampling.temperature or 1.0))
     exact = policy_metrics(model, prompt_ids) if policy_metrics is not None else {}
     runs.write_table(path, columns)
     run.finish(stage, [str(path.relative_to(run.path))], **exact)

@@ -22,10 +22,14 @@ def prompt_splits(prompts, run, *, eval_prompts, seed, blocks=1):
         parallel.barrier("built-in prompts")
     texts = data.load_prompt_texts(path, prompts.prompt_column, prompts.split)
     # a built-in set repeats its task's few prompts by design (the synthetic judge reads only the
-    # response); a user's set is made distinct, so that held-out prompts are never trained on
+    # response); a user's set is made distinct, so that held-out prompts are never trained on. A run
+    # that split its prompts before repeats were dropped (its manifest has no count) keeps its split.
+    recorded = run.manifest.get("inputs", {}).get("prompts")
+    split_as_before = recorded is not None and "duplicates_dropped" not in recorded
     splits = data.split_prompts(texts, iterations=blocks, eval_prompts=eval_prompts,
                                 per_iteration=prompts.prompts_per_iteration, shuffle=prompts.shuffle,
-                                seed=seed, drop_duplicates=prompts.path not in tasks.BUILTIN_PROMPTS)
+                                seed=seed, drop_duplicates=prompts.path not in tasks.BUILTIN_PROMPTS
+                                and not split_as_before)
     digest = hashlib.sha256(json.dumps(texts).encode()).hexdigest()
     run.check_fingerprint("prompts", digest, source=f"data.path={path}",
                           duplicates_dropped=splits.duplicates_dropped)

@@ -173,8 +173,8 @@ def _per_iterate_lines(report):
                      f"{p['vs_initial_length_controlled']:.3f} |"
                      + "".join(f" {number(p.get(key), '.4f')} |" for key in exact))
     lines += ["", "KL to pi_0: Σ_t KL(π_t(·|x, y<t) ‖ π_0(·|x, y<t)), exact over the vocabulary at each "
-              "token of π_t's own held-out samples, averaged over them (never negative; an unbiased "
-              "estimate of the sequence KL)."]
+              "token of π_t's own held-out samples, both at the sampling temperature, averaged over "
+              "them (never negative; an unbiased estimate of the sequence KL)."]
     return lines
 
 

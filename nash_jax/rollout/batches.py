@@ -78,15 +78,16 @@ def pg_batch(prompt_ids, response_ids, behaviour_logprobs, advantages, pad_id, r
 
 
 def sequence_kls(model, reference, prompt_ids, response_ids, tokenizer, mesh, per_call=64,
-                 logprob_chunk=None):
+                 logprob_chunk=None, temperature=1.0):
     """[B][K] Σ_t KL(π(·|prompt, y_<t) ‖ π_0(·|prompt, y_<t)) along each of K responses per prompt:
-    `model` is π, `reference` π_0; the exact KL over the vocabulary at each response position."""
+    `model` is π, `reference` π_0, both at `temperature` (the one the responses were sampled at); the
+    exact KL over the vocabulary at each response position."""
     from nash_jax.train import split_model
     from nash_jax.train.steps import DEFAULT_LOGPROB_CHUNK, make_kl
 
     (model_def, params), (reference_def, reference_params) = split_model(model), split_model(reference)
     chunk = DEFAULT_LOGPROB_CHUNK if logprob_chunk is None else logprob_chunk
-    kl = make_kl(model_def, reference_def, mesh, logprob_chunk=chunk)
+    kl = make_kl(model_def, reference_def, mesh, logprob_chunk=chunk, temperature=temperature)
     return _per_response(lambda batch: kl.jitted((params, reference_params), kl.place_global(batch)),
                          prompt_ids, response_ids, tokenizer, mesh, per_call)
 

@@ -10,6 +10,7 @@ is written after the artifact is in place: a crash at any moment leaves either a
 that is redone, never a truncated file read as finished.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -262,8 +263,9 @@ class RunDir:
         can be fixed and rerun as if it had never started."""
         self._metrics.close(failed)
         if self._lock_file is not None:
-            if failed and self._made is not None:
-                self._discard_bookkeeping()
+            if failed and self._made is not None and not self.started():
+                with contextlib.suppress(OSError):  # never in place of the error that failed the run
+                    self._discard_bookkeeping()
             self._lock_file.close()  # releases the lock
             self._lock_file = None
 

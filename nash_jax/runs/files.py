@@ -11,10 +11,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-# Every temporary this module makes is named `.NAME.nash-jax-<pid>-<random>.tmp` (or
-# `.NAME.nash-jax-<pid>-old-…`): the stale-temporary sweep of a run directory removes only names of
-# this shape, never another program's `.x.tmp`; outside a run directory, only those whose process has
-# died (remove_dead_temporaries).
+# Every temporary this module makes is named `.NAME.nash-jax-<pid>-<host>-<random>.tmp` (or
+# `…-old-…`, `…-scratch-…`): the stale-temporary sweep of a run directory removes only names of this
+# shape, never another program's `.x.tmp`; outside a run directory, only those whose process has died
+# (remove_dead_temporaries).
 TEMPORARY_INFIX = ".nash-jax-"
 _OWN_TEMPORARY = re.compile(r"\..+" + re.escape(TEMPORARY_INFIX) + r"[A-Za-z0-9_-]+\.tmp")
 
@@ -31,21 +31,31 @@ def is_own_temporary(name, *, in_run=False):
         in_run and _EARLIER_TEMPORARY.fullmatch(name) is not None)
 
 
+_HOST = re.sub(r"[^A-Za-z0-9_]", "_", os.uname().nodename)[:32] or "host"
+_MADE_HERE = set()  # the temporaries this process made (a container's pid repeats across starts)
+
+
 def _temporary_prefix(path, kind=""):
-    return f".{Path(path).name}{TEMPORARY_INFIX}{os.getpid()}-{kind}"
+    return f".{Path(path).name}{TEMPORARY_INFIX}{os.getpid()}-{_HOST}-{kind}"
+
+
+def _made(temporary):
+    _MADE_HERE.add(str(temporary))
+    return temporary
 
 
 def remove_dead_temporaries(path):
-    """Delete the temporaries beside `path` that a process of nash_jax's, killed while writing
-    `path`, left (their names carry its pid, and no such process lives now); returns how many. A live
-    writer's temporaries, and any other name, stay."""
+    """Delete the temporaries beside `path` that a process of nash_jax's on this host, killed while
+    writing `path`, left (their names carry its pid and host, and no such process lives now); returns
+    how many. A live writer's temporaries, another host's, and any other name stay."""
     path, removed = Path(path), 0
     if not path.parent.is_dir():
         return 0
     prefix = f".{path.name}{TEMPORARY_INFIX}"
     for p in path.parent.iterdir():
-        pid = p.name[len(prefix):].split("-")[0] if p.name.startswith(prefix) else ""
-        if is_own_temporary(p.name) and pid.isdigit() and not _alive(int(pid)):
+        pid, _, rest = p.name[len(prefix):].partition("-") if p.name.startswith(prefix) else ("", "", "")
+        if (is_own_temporary(p.name) and pid.isdigit() and rest.startswith(f"{_HOST}-")
+                and not _writing(int(pid), p)):
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=True)
             else:
@@ -54,7 +64,10 @@ def remove_dead_temporaries(path):
     return removed
 
 
-def _alive(pid):
+def _writing(pid, temporary):
+    """Whether process `pid` of this host may still be writing `temporary`."""
+    if pid == os.getpid():
+        return str(temporary) in _MADE_HERE
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -87,8 +100,8 @@ def scratch_beside(path):
     path = Path(path)
     with parents_made_for(path):
         remove_dead_temporaries(path)
-        scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temporary_prefix(path, "scratch-"),
-                                        suffix=".tmp"))
+        scratch = _made(Path(tempfile.mkdtemp(dir=path.parent, suffix=".tmp",
+                                              prefix=_temporary_prefix(path, "scratch-"))))
         try:
             yield scratch
         finally:
@@ -119,6 +132,7 @@ def write_atomically(path, write):
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
+    _made(tmp)
     os.close(fd)
     try:
         write(tmp)
@@ -195,7 +209,8 @@ def write_dir_atomically(path, write, *, in_run=False):
     with parents_made_for(path):
         if not in_run:  # (a run directory sweeps its own, under its lock)
             remove_dead_temporaries(path)
-        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp"))
+        tmp = _made(Path(tempfile.mkdtemp(dir=path.parent, prefix=_temporary_prefix(path),
+                                          suffix=".tmp")))
         try:
             write(tmp)
             (tmp / DIR_MARKER).write_text("written by nash_jax: a later write may replace this "
@@ -209,8 +224,8 @@ def write_dir_atomically(path, write, *, in_run=False):
     # empty directory is renamed over (rename(2) refuses one that has filled up meanwhile).
     old = None
     if written_dir(path) or (in_run and _in_run_dir(path)):
-        old = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temporary_prefix(path, "old-"),
-                                    suffix=".tmp"))
+        old = _made(Path(tempfile.mkdtemp(dir=path.parent, prefix=_temporary_prefix(path, "old-"),
+                                          suffix=".tmp")))
         os.replace(path, old / path.name)
     os.replace(tmp, path)
     if old is not None:

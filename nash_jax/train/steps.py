@@ -306,10 +306,10 @@ def make_logprobs(model_def, mesh, logprob_chunk=DEFAULT_LOGPROB_CHUNK):
     return _cached(_model_key(model_def, mesh) + ("logprobs", logprob_chunk), build)
 
 
-def make_kl(model_def, reference_def, mesh, logprob_chunk=DEFAULT_LOGPROB_CHUNK):
+def make_kl(model_def, reference_def, mesh, logprob_chunk=DEFAULT_LOGPROB_CHUNK, temperature=1.0):
     """kl((params, reference_params), batch) -> [N] Σ_t KL(π(·|tokens_≤t) ‖ π_0(·|tokens_≤t)) over
-    the loss mask, exact over the vocabulary (core/divergence.py), `logprob_chunk` positions at a
-    time (0: all at once)."""
+    the loss mask, exact over the vocabulary (core/divergence.py), both at `temperature`,
+    `logprob_chunk` positions at a time (0: all at once)."""
     _check_logprob_chunk(logprob_chunk)
 
     def build():
@@ -321,11 +321,12 @@ def make_kl(model_def, reference_def, mesh, logprob_chunk=DEFAULT_LOGPROB_CHUNK)
                 hidden[0], models[0].unembedding(), hidden[1], models[1].unembedding(), loss_mask[:, 1:],
                 chunk=logprob_chunk or tokens.shape[0] * tokens.shape[1],
                 softcap=models[0].config.final_logit_softcap,
-                reference_softcap=models[1].config.final_logit_softcap)
+                reference_softcap=models[1].config.final_logit_softcap, temperature=temperature)
             return jnp.sum(kl, axis=-1)
         return Step("kl", LOGPROB_SHAPES, fn, mesh, 1, extra_keys=True)
 
-    key = _model_key(model_def, mesh) + _model_key(reference_def, mesh) + ("kl", logprob_chunk)
+    key = _model_key(model_def, mesh) + _model_key(reference_def, mesh) + ("kl", logprob_chunk,
+                                                                              float(temperature))
     return _cached(key, build)
 
 

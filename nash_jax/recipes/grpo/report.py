@@ -7,6 +7,7 @@ import numpy as np
 from nash_jax import reporting
 from nash_jax.engine import policy_files
 from nash_jax.engine import iterates_report
+from nash_jax.judges.user_code import UserCodeError
 from nash_jax.recipes.grpo.config import STAGE
 from nash_jax.runs.metrics import read_metrics
 
@@ -32,6 +33,8 @@ def heldout_reward(reward, prompts, responses):
         scores = reward.rewards(flat_prompts, [r for rs in responses for r in rs])
     except ValueError as err:
         raise ValueError(f"scoring the held-out samples: {err}") from None
+    except UserCodeError as err:
+        raise err.located("scoring the held-out samples")
     return {HELDOUT_REWARD: float(np.mean(scores))}
 
 

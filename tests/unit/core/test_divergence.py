@@ -43,3 +43,10 @@ def test_chunked_kl_equals_the_full_computation():
                                           chunk=3, softcap=5.0)
     np.testing.assert_allclose(np.asarray(chunked), np.asarray(full), atol=1e-6)
     assert jax.numpy.all(chunked[~mask] == 0)
+    # at the sampling temperature: the KL of the two tempered distributions
+    tempered = divergence.token_kl(logits_from_hidden(hidden, head, 5.0) / 0.7,
+                                   logits_from_hidden(reference_hidden, reference_head) / 0.7, mask)
+    at_07 = divergence.chunked_token_kl(hidden, head, reference_hidden, reference_head, mask, chunk=3,
+                                        softcap=5.0, temperature=0.7)
+    np.testing.assert_allclose(np.asarray(at_07), np.asarray(tempered), atol=1e-6)
+    assert not np.allclose(np.asarray(at_07), np.asarray(full))

@@ -1,5 +1,6 @@
 """Prompt data: local files through `datasets`, disjoint seeded splits, templating, grain batches."""
 
+import hashlib
 import json
 
 import datasets
@@ -63,6 +64,23 @@ def test_repeated_prompts_are_dropped_before_the_split_so_no_held_out_prompt_is_
     assert kept.duplicates_dropped == 0 and sum(map(len, kept.iterations)) == 48
     with pytest.raises(ValueError, match=r"13 prompts \(39 duplicates dropped\): after 3 held out"):
         data.split_prompts(texts, iterations=2, eval_prompts=3, per_iteration=6, seed=0)
+
+
+def test_a_run_that_split_before_repeats_were_dropped_resumes_with_its_split(tmp_path):
+    from nash_jax.config import DataConfig
+    from nash_jax.engine import prompt_sets
+    from nash_jax.runs import RunDir
+
+    texts = ["same prompt"] * 10 + [f"p{i}" for i in range(20)]
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps({"prompt": t}) + "\n" for t in texts))
+    prompts = DataConfig(path=str(tmp_path / "p.jsonl"))
+    fresh = prompt_sets.prompt_splits(prompts, RunDir(tmp_path / "new"), eval_prompts=4, seed=0)
+    assert fresh.duplicates_dropped == 9
+    old = RunDir(tmp_path / "old")  # its manifest recorded the prompts without a count
+    old.manifest["inputs"] = {"prompts": {"digest": hashlib.sha256(json.dumps(texts).encode()).hexdigest(),
+                                          "source": "data.path=p.jsonl"}}
+    resumed = prompt_sets.prompt_splits(prompts, old, eval_prompts=4, seed=0)
+    assert resumed == data.split_prompts(texts, iterations=1, eval_prompts=4, seed=0, drop_duplicates=False)
 
 
 def test_an_empty_split_is_refused():

@@ -207,15 +207,20 @@ def test_a_rerun_removes_what_a_killed_import_left_beside_out_dir(tiny_llama, tm
     file = write_gguf(tmp_path / "tiny.gguf", tiny_llama, "llama", "Q8_0")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True).stdout.strip()
-    stale = [tmp_path / f".out.nash-jax-{dead}-abc123.tmp", tmp_path / f".out.nash-jax-{dead}-scratch-x1.tmp"]
-    live = tmp_path / f".out.nash-jax-{os.getpid()}-live99.tmp"
-    for d in (*stale, live):
+    from nash_jax.runs.files import _HOST
+
+    stale = [tmp_path / f".out.nash-jax-{dead}-{_HOST}-abc123.tmp",
+             tmp_path / f".out.nash-jax-{dead}-{_HOST}-scratch-x1.tmp",
+             tmp_path / f".out.nash-jax-{os.getpid()}-{_HOST}-x9.tmp"]  # this pid, not made here: a
+    live = tmp_path / f".out.nash-jax-{os.getppid()}-{_HOST}-live99.tmp"   # container's repeated pid
+    elsewhere = tmp_path / f".out.nash-jax-{dead}-otherhost-y2.tmp"  # another host's: cannot tell
+    for d in (*stale, live, elsewhere):
         d.mkdir()
         (d / "model.safetensors").write_bytes(b"partial")
     other = tmp_path / ".out.someone-else.tmp"
     other.write_text("not ours")
     assert cli.main(["import-gguf", str(file), str(tmp_path / "out")]) == 0
-    assert not any(d.exists() for d in stale) and live.is_dir() and other.is_file()
+    assert not any(d.exists() for d in stale) and live.is_dir() and elsewhere.is_dir() and other.is_file()
 
 
 def test_bad_arguments_are_refused_before_jax_is_loaded(tmp_path):
