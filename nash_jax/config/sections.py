@@ -28,15 +28,20 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class WarmStartConfig:
-    """The supervised fit that makes the synthetic task's initial policy π_0 (ignored for HF models)."""
+    """The supervised fit that makes π_0: a built-in task's tiny model always; a model directory's
+    (model.path) only with `fit_model`, in a recipe that has demonstrations to fit (SSR)."""
 
     DOMAINS = {"steps": AT_LEAST_1, "batch_size": AT_LEAST_1, "learning_rate": POSITIVE,
-               "hidden_size": Range(4), "num_layers": AT_LEAST_1}
+               "hidden_size": Range(4), "num_layers": AT_LEAST_1, "checkpoint_every": AT_LEAST_1}
     steps: int = 150
     batch_size: int = 32
     learning_rate: float = 3e-3
-    hidden_size: int = 64  # four heads of hidden_size / 4
-    num_layers: int = 2
+    hidden_size: int = 64  # four heads of hidden_size / 4 (a built-in model's size)
+    num_layers: int = 2  # (a built-in model's)
+    # fit model.path itself on the recipe's demonstrations before self-play; π_0 is then the fitted
+    # model, RUN_DIR/init/policy (a built-in model is always fitted)
+    fit_model: bool = False
+    checkpoint_every: int | None = None  # steps between the fit's checkpoints (null: train.checkpoint_every)
 
     def __post_init__(self):
         if self.hidden_size % 4:

@@ -26,9 +26,13 @@ def builtin_model(model_path):
 
 
 def initial_policy_dir(model_path, run):
-    """π_0's HF directory: model.path `model_path`, or a built-in model's warm start in the run."""
+    """π_0's HF directory: a built-in model's warm start in the run; a model directory's, when the run
+    fitted it (warm_start.fit_model: RUN_DIR/init/policy, written whole once the fit finished); else
+    model.path `model_path`."""
     if (warm := builtin_models.initial_dir(model_path, run)) is not None:
         return warm
+    if (run / "init" / "policy" / "config.json").is_file():
+        return run / "init" / "policy"
     path = Path(model_path)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"model.path={path}: no config.json there; expected a local Hugging "

@@ -74,10 +74,11 @@ def tiny_llama(config, tokenizer):
     return Llama(dataclasses.replace(llama, hf_config={}), rngs=nnx.Rngs(config.seed))
 
 
-def fit_demonstrations(config, run, model, demonstrations, tokenizer, tokenizer_dir, mesh):
+def fit_demonstrations(config, run, model, demonstrations, tokenizer, tokenizer_dir, mesh,
+                       micro_batches=1, logprob_chunk=None):
     """The warm start: one supervised epoch of `model` on (prompt ids, response text) pairs (EOS
     appended to each response), exported with `tokenizer_dir`'s files as π_0 (RUN_DIR/init/policy);
-    finishes stage `init`."""
+    finishes stage `init`. A real model's fit passes train.micro_batches and train.logprob_chunk."""
     w, eos = config.warm_start, tokenizer.eos_token_id
     rows = [{"prompt_ids": p, "response_ids": tokenizer(text, add_special_tokens=False)["input_ids"] + [eos]}
             for p, text in demonstrations]
@@ -90,6 +91,7 @@ def fit_demonstrations(config, run, model, demonstrations, tokenizer, tokenizer_
                                 warmup_ratio=0.05, clip_norm=1.0)
     model = fit_rows(run, "init", model, rows, objective="sft", to_batch=to_batch, optimizer=optimizer,
                      batch_size=w.batch_size, epochs=1, seed=stage_seed(config.seed, 0, "warm_start"),
-                     checkpoint_every=config.train.checkpoint_every, mesh=mesh)
+                     checkpoint_every=w.checkpoint_every or config.train.checkpoint_every, mesh=mesh,
+                     micro_batches=micro_batches, logprob_chunk=logprob_chunk)
     policy_files.export_policy(model, run / "init" / "policy", tokenizer_dir)
     run.finish("init", ["init/policy"], examples=len(rows))

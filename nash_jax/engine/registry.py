@@ -37,6 +37,7 @@ class Recipe:
     # (e.g. ONLINE_READS); a config that sets another field of such a section is refused by name
     reads: dict = dataclasses.field(default_factory=dict)
     formerly: str | None = None  # its name before a rename (`recipe:` still takes it, with a note)
+    fits_model_dirs: bool = False  # whether warm_start.fit_model applies (it has demonstrations to fit)
 
 
 # what every online recipe reads of `train` (the learner's fields: no train.batch_size, a step's

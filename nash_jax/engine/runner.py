@@ -16,6 +16,7 @@ def run(config):
         compilation_cache.enable(config.compilation_cache_dir)
     if recipe.check is not None:
         recipe.check(config)
+    check_warm_start(config, recipe)
     # every path, before the config is locked into the run directory
     check_paths(config, recipe.builtin_models)
     config = resolve_run_dir(config)
@@ -32,6 +33,17 @@ def run(config):
         return report
     finally:
         run_dir.close(failed=failed)
+
+
+def check_warm_start(config, recipe):
+    """warm_start.fit_model only where it applies: a model directory, in a recipe with demonstrations."""
+    w, builtin = config.warm_start, config.model.path in recipe.builtin_models
+    if w.fit_model and builtin:
+        raise ValueError(f"warm_start.fit_model=true: model.path={config.model.path} is a built-in model, "
+                         "which is always warm-started; leave it unset")
+    if w.fit_model and not recipe.fits_model_dirs:
+        raise ValueError(f"warm_start.fit_model=true: recipe {recipe.name} has no demonstrations to fit a "
+                         "model directory on; leave it unset")
 
 
 def wandb_settings(logging):

@@ -65,3 +65,26 @@ def test_a_users_judge_that_raises_shows_its_frames_and_names_the_judge_iteratio
     inputs = json.loads((run_dir / "manifest.json").read_text())["inputs"]
     assert inputs["prompts"]["duplicates_dropped"] == 20  # and the samples are kept for the rerun
     assert (run_dir / "iter_0" / "samples.parquet").is_file()
+
+
+def test_warm_start_fit_model_applies_only_to_a_model_directory_in_a_recipe_with_demonstrations(tmp_path):
+    run_dir = f"run_dir={tmp_path / 'run'}"
+    with pytest.raises(ValueError, match=r"warm_start.fit_model=true: model.path=builtin:ssr is a built-in"):
+        engine.run(load_config(CONFIGS / "ssr_demo.yaml", ["warm_start.fit_model=true", run_dir]))
+    with pytest.raises(ValueError, match=r"warm_start.fit_model=true: recipe sppo has no demonstrations"):
+        engine.run(load_config(small_config(tmp_path), ["warm_start.fit_model=true", run_dir,
+                                                        f"model.path={tmp_path}"]))
+    assert not (tmp_path / "run").exists()
+
+
+def test_pi_0_is_the_runs_fit_of_a_model_directory_once_it_exists(tmp_path):
+    from nash_jax.engine import policy_files
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    run = tmp_path / "run"
+    assert policy_files.initial_policy_dir(str(model), run) == model
+    (run / "init" / "policy").mkdir(parents=True)
+    (run / "init" / "policy" / "config.json").write_text("{}")
+    assert policy_files.initial_policy_dir(str(model), run) == run / "init" / "policy"

@@ -58,7 +58,7 @@ def run_ssr(config, run):
     mesh = preparation.fitting_mesh(config)
     tokenizer = policy_files.load_policy_tokenizer(config.model, run)
     task = task_data(config, run)
-    if preparation.is_builtin(config):
+    if preparation.is_builtin(config) or config.warm_start.fit_model:
         warm_start(config, run, tokenizer, mesh, task)
     game = Game(config, tokenizer, mesh)
     if not run.done(STAGE):
@@ -72,4 +72,4 @@ register(Recipe(name="ssr", run=run_ssr, section="ssr",
                 batch_sizes=lambda config: {
                     "ssr rows per step (repositories_per_step × injectors_per_repository × "
                     "(1 + solvers_per_artifact))": rows_per_step(config.ssr)},
-                reads=SELF_PLAY_READS, formerly="bug_injection"))
+                reads=SELF_PLAY_READS, formerly="bug_injection", fits_model_dirs=True))

@@ -1,11 +1,13 @@
-"""π_0 for `model.path: builtin:ssr`: the warm start, a tiny Llama fit to the mutation
-engine's demonstrations of both roles (stage `init`): the artifact an injector writes for a training
-repository, and the repair (the reversed bug patch) a solver writes for it."""
+"""π_0's warm start (stage `init`): a model fit to the mutation engine's demonstrations of both roles,
+the artifact an injector writes for a training repository and the repair (the reversed bug patch) a
+solver writes for it. For `model.path: builtin:ssr` a tiny Llama from scratch; for a model directory
+with `warm_start.fit_model` the model itself (supervised fine-tuning through the same step factory),
+so that self-play starts from a policy that has seen the answer formats."""
 
 import numpy as np
 
 from nash_jax import data
-from nash_jax.engine import preparation
+from nash_jax.engine import policy_files, preparation
 from nash_jax.recipes.ssr.game import solver_prompt
 from nash_jax.runs.keys import stage_seed
 from nash_jax.tasks.code import ssr_prompts
@@ -13,7 +15,8 @@ from nash_jax.tasks.code.ssr_artifact import policy_text
 
 
 def warm_start(config, run, tokenizer, mesh, task):
-    """Fit a tiny Llama to demonstrations of both roles and export it as π_0 (stage `init`)."""
+    """Fit π_0 to demonstrations of both roles and export it (stage `init`): a tiny Llama for the
+    built-in model, model.path itself with warm_start.fit_model."""
     if run.done("init"):
         return
     w, b = config.warm_start, config.ssr
@@ -33,6 +36,13 @@ def warm_start(config, run, tokenizer, mesh, task):
                                     where="warm-start prompts")
     rng = np.random.default_rng(stage_seed(config.seed, 0, "warm_start"))
     order = rng.integers(len(pairs), size=w.steps * w.batch_size)  # drawn with replacement
-    preparation.fit_demonstrations(config, run, preparation.tiny_llama(config, tokenizer),
-                                   [(ids[i], pairs[i][1]) for i in order], tokenizer,
-                                   ssr_prompts.TOKENIZER_DIR, mesh)
+    examples = [(ids[i], pairs[i][1]) for i in order]
+    if preparation.is_builtin(config):
+        preparation.fit_demonstrations(config, run, preparation.tiny_llama(config, tokenizer), examples,
+                                       tokenizer, ssr_prompts.TOKENIZER_DIR, mesh)
+        return
+    t = config.train
+    model = policy_files.load_policy(config.model.path, config.model, mesh)
+    preparation.fit_demonstrations(config, run, model, examples, tokenizer,
+                                   policy_files.tokenizer_source(config.model, run), mesh,
+                                   micro_batches=t.micro_batches, logprob_chunk=t.logprob_chunk)

@@ -4,6 +4,7 @@ protections, its plot, its markdown, and the lines `nash-jax run` prints."""
 
 import numpy as np
 
+from nash_jax.engine import policy_files
 from nash_jax.recipes.ssr.anchors import ARTIFACTS
 from nash_jax.recipes.ssr.config import ANCHOR_STAGE, STAGE
 from nash_jax.recipes.ssr.credit import FAILURES
@@ -37,6 +38,9 @@ def write_report(config, run, task):
                                "heldout": [r.entry for r in task.heldout]},
               "heldout_bugs": len(task.heldout_bugs), "demonstrations": len(task.demonstrations),
               "solvers_per_artifact": b.solvers_per_artifact, "sandbox": protections(),
+              # π_0: the warm start (a built-in model, or model.path fitted) or model.path itself
+              "initial_policy": str(policy_files.initial_policy_dir(config.model.path, run)),
+              "warm_start_examples": run.info("init").get("examples") if run.done("init") else None,
               # every protection that was off (isolation=best_effort on a machine without them)
               "sandbox_isolation": b.sandbox.isolation,
               "sandbox_off": [k for k, v in protections().items() if v is False],
@@ -61,6 +65,13 @@ def draw_plots(figures, report):
     figures.save(fig, "anchors.png")
 
 
+def initial_policy_line(report):
+    if report["warm_start_examples"] is None:
+        return f"π_0: {report['initial_policy']} as it is (no warm start)."
+    return (f"π_0: the warm start, {report['initial_policy']}, fitted on {report['warm_start_examples']} "
+            "demonstration examples of both roles.")
+
+
 def markdown(report, plots):
     a = report["anchors"]
     keys = ["step", *ANCHOR_KEYS]
@@ -70,7 +81,7 @@ def markdown(report, plots):
              f"{report['demonstrations']} demonstrations; sandbox: "
              + ", ".join(k for k, v in report["sandbox"].items() if v is True)
              + "; off: " + (", ".join(k for k, v in report["sandbox"].items() if v is False) or "none")
-             + ".", "",
+             + ".", "", initial_policy_line(report), "",
              "## Anchors over evaluation steps (step 0 = the warm start)", ""]
     lines += writer.markdown_table(keys, [[a[k][i] for k in keys] for i in range(len(a["step"]))])
     lines += ["", "## First failed check of the anchor artifacts", ""]
