@@ -12,13 +12,15 @@ ENTRY_POINT_GROUP = "nash_jax.recipes"  # installed packages list their recipe m
 _RECIPES = {}  # recipe name -> (section name, section dataclass) or None
 _READS = {}  # recipe name -> {shared section: the fields of it the recipe reads}; absent: all of them
 _RENAMED = {}  # a recipe's former name -> (its name, the former name of its section)
+_REFUSALS = {}  # recipe name -> {"section.field": why the recipe cannot use the field}
 _discovered = False
 
 
-def register_recipe(name, section=None, section_type=None, reads=None, formerly=None):
+def register_recipe(name, section=None, section_type=None, reads=None, formerly=None, refusals=None):
     """Make `name` a valid `recipe:` value, with its own config section `section` (a dataclass).
     reads: {shared section: the names of its fields the recipe reads}, for the sections it reads only
-    in part; a field it does not read is refused when a config sets it (check_reads). formerly: the
+    in part; a field it does not read is refused when a config sets it (check_reads), with the reason
+    `refusals` gives for it ({"section.field": why}) where there is one. formerly: the
     recipe's name (and its section's) before a rename, which a config may still give (renamed)."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"recipe name {name!r}; expected an identifier")
@@ -30,6 +32,7 @@ def register_recipe(name, section=None, section_type=None, reads=None, formerly=
             raise ValueError(f"recipe {name!r}: config section {section!r} is recipe {other!r}'s")
     _RECIPES[name] = (section, section_type) if section else None
     _READS[name] = {k: frozenset(v) for k, v in (reads or {}).items()}
+    _REFUSALS[name] = dict(refusals or {})
     if formerly:
         _RENAMED[formerly] = (name, formerly)
     run_config_type.cache_clear()
@@ -100,6 +103,10 @@ def check_reads(recipe, built):
     for section, read in _READS.get(recipe, {}).items():
         values = getattr(built, section)
         for name in changed_fields(values):
+            why = _REFUSALS.get(recipe, {}).get(f"{section}.{name}")
+            if name not in read and why:
+                raise ValueError(f"{section}.{name}={getattr(values, name)!r}: recipe {recipe} cannot "
+                                 f"use it: {why}; leave it unset")
             if name not in read:
                 reads = ", ".join(sorted(read)) or "none of them"
                 raise ValueError(f"{section}.{name}={getattr(values, name)!r}: recipe {recipe} does "

@@ -77,6 +77,17 @@ class SamplingConfig:
     top_p: float = 1.0
     top_k: int = 0  # 0: no top-k truncation
     prompts_per_batch: int = 64  # prompts per generate call
+    # who samples a fixed policy (SPPO's generate stage, the evaluation's samples, best-of-n):
+    # nash_jax's sampler, or vLLM on the policy's exported HF directory (rollout/engines.py)
+    engine: Literal["nash_jax", "vllm"] = "nash_jax"
+    vllm_python: str | None = None  # engine vllm: the Python whose environment has vllm (null: this one)
+
+    def check_fields(self, key="sampling"):
+        """vllm_python means something only with engine vllm."""
+        if self.vllm_python is not None and self.engine != "vllm":
+            raise ValueError(f"{key}.vllm_python={self.vllm_python!r}: nothing reads it with "
+                             f"{key}.engine={self.engine}; expected {key}.engine=vllm, or "
+                             f"{key}.vllm_python left unset")
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ from nash_jax.evaluation.reranking import rerank_groups
 from nash_jax.evaluation.tables import find_cycles, judged_matrices, win_rate_table
 from nash_jax.reporting.iterates_text import STANDARD_PER_ITERATE, draw_plots, markdown
 from nash_jax.reporting.writer import write_report
-from nash_jax.rollout.batches import sample_rows, sequence_kls
+from nash_jax.rollout import engines
+from nash_jax.rollout.batches import sequence_kls
 from nash_jax.engine import judging, policy_files, prompt_sets
 AVERAGE_LABEL = "pi_avg"
 
@@ -250,16 +251,18 @@ def reranked_samples(config, run, index, policy_path, prompt_ids, prompts, token
     if run.done(stage):
         return runs.read_table(path) | {"exact": {}}
     model = policy_files.load_policy(policy_path, config.model, mesh)
-    columns = sample_rows(
-        model, tokenizer, prompt_ids, num_samples=config.eval.samples_per_prompt * n,
+    columns, _ = engines.sample_policy(
+        model, policy_path, tokenizer, prompt_ids, num_samples=config.eval.samples_per_prompt * n,
         sampling=config.sampling, mesh=mesh, desc=f"eval best-of-{n}",
-        max_new_tokens=config.eval.max_new_tokens,
-        key_of=lambda b: runs.stage_key(config.seed, index, "eval", b), crash_prefix=stage)
+        max_new_tokens=config.eval.max_new_tokens, work_dir=run / "eval" / f"vllm_{name}",
+        key_of=lambda b: runs.stage_key(config.seed, index, "eval", b), crash_prefix=stage,
+        dtype=config.model.dtype)
     del model
     columns = rerank_groups(columns, n, judge, prompts, per_call=config.judge.prompts_per_call,
                             where=f"best-of-{n} reranking of {policy_path}")
     runs.write_table(path, columns)
     run.finish(stage, [str(path.relative_to(run.path))], n=n)
+    engines.clean_up(run / "eval" / f"vllm_{name}")
     return columns | {"exact": {}}
 
 
@@ -272,10 +275,13 @@ def eval_samples(config, run, index, policy_path, prompt_ids, tokenizer, mesh, *
     if run.done(stage):
         return runs.read_table(path) | {"exact": run.info(stage)}
     model = policy_files.load_policy(policy_path, config.model, mesh)
-    columns = sample_rows(
-        model, tokenizer, prompt_ids, num_samples=config.eval.samples_per_prompt, sampling=config.sampling,
-        mesh=mesh, desc=f"eval pi_{index}", max_new_tokens=config.eval.max_new_tokens,
-        key_of=lambda b: runs.stage_key(config.seed, index, "eval", b), crash_prefix=stage)
+    # the stage's info holds the exact metrics only; vLLM's log-probs stay in the table (logp_vllm)
+    columns, _ = engines.sample_policy(
+        model, policy_path, tokenizer, prompt_ids, num_samples=config.eval.samples_per_prompt,
+        sampling=config.sampling, mesh=mesh, desc=f"eval pi_{index}",
+        max_new_tokens=config.eval.max_new_tokens, work_dir=run / "eval" / f"vllm_samples_{name}",
+        key_of=lambda b: runs.stage_key(config.seed, index, "eval", b), crash_prefix=stage,
+        dtype=config.model.dtype)
     # Σ_t KL(π_t ‖ π_0) at each sampled prefix: exact over the vocabulary, never negative
     columns["kl_initial"] = ([[0.0] * len(r) for r in columns["response_ids"]] if index == 0 else
                              sequence_kls(model, initial_model(), prompt_ids, columns["response_ids"],
@@ -283,6 +289,7 @@ def eval_samples(config, run, index, policy_path, prompt_ids, tokenizer, mesh, *
     exact = policy_metrics(model, prompt_ids) if policy_metrics is not None else {}
     runs.write_table(path, columns)
     run.finish(stage, [str(path.relative_to(run.path))], **exact)
+    engines.clean_up(run / "eval" / f"vllm_samples_{name}")
     return columns | {"exact": exact}
 
 

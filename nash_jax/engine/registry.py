@@ -38,6 +38,8 @@ class Recipe:
     reads: dict = dataclasses.field(default_factory=dict)
     formerly: str | None = None  # its name before a rename (`recipe:` still takes it, with a note)
     fits_model_dirs: bool = False  # whether warm_start.fit_model applies (it has demonstrations to fit)
+    # {"section.field": why the recipe cannot use it}: the reason a refused unread field is refused
+    refusals: dict = dataclasses.field(default_factory=dict)
 
 
 # what every online recipe reads of `train` (the learner's fields: no train.batch_size, a step's
@@ -47,6 +49,11 @@ ONLINE_TRAIN = {"micro_batches", "epochs", "checkpoint_every", "max_skipped_frac
                 "optimizer"}
 # sampling.num_samples is K of SPPO's generate stage; an online recipe sets its own per step
 ONLINE_SAMPLING = {"max_new_tokens", "temperature", "top_p", "top_k", "prompts_per_batch"}
+# sampling.engine: vllm samples a fixed, exported policy (rollout/engines.py); what an online recipe
+# says when a config asks it for vLLM
+ONLINE_VLLM = ("vLLM samples only a fixed, exported policy (SPPO's generate stage, the evaluation); "
+               "this recipe's policy changes every step, and weight sync to vLLM is not built")
+ONLINE_REFUSALS = {"sampling.engine": ONLINE_VLLM, "sampling.vllm_python": ONLINE_VLLM}
 SELF_PLAY_READS = {"train": ONLINE_TRAIN, "judge": set(), "eval": set(),
                    "data": {"max_prompt_tokens"}, "sampling": {"temperature", "top_p", "top_k"}}
 
@@ -61,7 +68,7 @@ def register(recipe):
         raise ValueError(f"a recipe named {recipe.name!r} is already registered (by "
                          f"{known.run.__module__}); choose another name")
     config_lib.register_recipe(recipe.name, recipe.section, recipe.section_type, recipe.reads,
-                               recipe.formerly)
+                               recipe.formerly, recipe.refusals)
     RECIPES[recipe.name] = recipe
     return recipe
 

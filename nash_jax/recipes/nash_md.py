@@ -35,6 +35,9 @@ from nash_jax.train import make_logprobs
 
 STAGE = "nash_md"
 EVAL_STAGE = "nash_md_eval"  # metrics.jsonl records keep one (stage, step) each
+# why sampling.engine: vllm is refused (it applies to SPPO: rollout/engines.py)
+NO_VLLM = ("its opponent samples the token-wise geometric mixture of two models' logits (π_θ and μ), "
+           "which vLLM cannot, and its policy changes every step (weight sync to vLLM is not built)")
 
 
 @dataclass(frozen=True)
@@ -137,4 +140,5 @@ def plan_step(config):
 register(Recipe(name="nash_md", run=run_nash_md, section="nash_md", section_type=NashMDConfig,
                 check=check, plan_step=plan_step,
                 batch_sizes=lambda config: {"nash_md.prompts_per_step": config.nash_md.prompts_per_step},
-                reads={"train": ONLINE_TRAIN, "sampling": ONLINE_SAMPLING}))
+                reads={"train": ONLINE_TRAIN, "sampling": ONLINE_SAMPLING},
+                refusals={f"sampling.{name}": NO_VLLM for name in ("engine", "vllm_python")}))

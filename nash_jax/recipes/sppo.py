@@ -26,7 +26,8 @@ from nash_jax.engine import Recipe, register
 from nash_jax.engine import iterates_report, planning
 from nash_jax.engine.loop import fit_rows
 from nash_jax.engine.preparation import prepare
-from nash_jax.rollout.batches import sample_rows, token_batch
+from nash_jax.rollout import engines
+from nash_jax.rollout.batches import token_batch
 from nash_jax.rollout.sampling import pad_id_of
 from nash_jax.tasks.synthetic import synthetic_eval
 from nash_jax.train import objectives
@@ -106,14 +107,16 @@ def iteration(config, run, t, prompts, tokenizer, judge, mesh):
     table = runs.read_table(run / it / "prompts.parquet")
 
     if not run.done(f"{it}/generate"):
-        columns = sample_rows(
-            model, tokenizer, table["prompt_ids"], num_samples=config.sampling.num_samples,
-            sampling=config.sampling, mesh=mesh, desc=f"{it} generate",
-            key_of=lambda b: runs.stage_key(config.seed, t, "generate", b), crash_prefix=f"{it}/generate")
+        columns, info = engines.sample_policy(
+            model, policy_dir(config, run, t), tokenizer, table["prompt_ids"],
+            num_samples=config.sampling.num_samples, sampling=config.sampling, mesh=mesh,
+            desc=f"{it} generate", key_of=lambda b: runs.stage_key(config.seed, t, "generate", b),
+            crash_prefix=f"{it}/generate", work_dir=run / it / "vllm", dtype=config.model.dtype)
         runs.write_table(run / it / "samples.parquet", {**table, **columns})
         run.finish(f"{it}/generate", [f"{it}/samples.parquet"],
                    mean_length=float(np.mean(columns["lengths"])),
-                   finished=float(np.mean(columns["finished"])))
+                   finished=float(np.mean(columns["finished"])), **info)
+        engines.clean_up(run / it / "vllm")
     samples = runs.read_table(run / it / "samples.parquet")
 
     if not run.done(f"{it}/judge"):
@@ -227,6 +230,7 @@ def check(config):
     if config.sampling.num_samples < 2:
         raise ValueError(f"sampling.num_samples={config.sampling.num_samples}; expected ≥ 2 for SPPO "
                          "(win rates compare each prompt's samples with each other)")
+    engines.check_engine(config.sampling)
 
 
 register(Recipe(name="sppo", run=run_sppo, section="sppo", section_type=SPPOConfig, check=check,

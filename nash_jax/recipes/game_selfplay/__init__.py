@@ -30,7 +30,7 @@ policy as a player, its exact metrics), training (the step and the loop) and rep
 """
 
 from nash_jax.engine import Recipe, register
-from nash_jax.engine.registry import SELF_PLAY_READS
+from nash_jax.engine.registry import ONLINE_REFUSALS, SELF_PLAY_READS
 from nash_jax.engine import preparation
 from nash_jax.engine import policy_files
 from nash_jax.recipes.game_selfplay.config import (EVAL_STAGE, STAGE, GameSelfPlayConfig,
@@ -71,4 +71,5 @@ register(Recipe(name="game_selfplay", run=run_game_selfplay, section="game_selfp
                 builtin_models=("builtin:game",), report_options=(),
                 plan_step=plan_step,
                 batch_sizes=lambda config: {"warm_start.batch_size": config.warm_start.batch_size},
-                reads={**SELF_PLAY_READS, "sampling": {*SELF_PLAY_READS["sampling"], "max_new_tokens"}}))
+                reads={**SELF_PLAY_READS, "sampling": {*SELF_PLAY_READS["sampling"], "max_new_tokens"}},
+                refusals=ONLINE_REFUSALS))

@@ -23,7 +23,7 @@ advantages, the batch), training (the step, the loop, plan_step) and report.
 """
 
 from nash_jax.engine import Recipe, register
-from nash_jax.engine.registry import ONLINE_SAMPLING, ONLINE_TRAIN
+from nash_jax.engine.registry import ONLINE_REFUSALS, ONLINE_SAMPLING, ONLINE_TRAIN
 from nash_jax.recipes.grpo.config import STAGE, GRPOConfig, check
 from nash_jax.recipes.grpo.credit import group_credit, rollout_columns, step_batch
 from nash_jax.recipes.grpo.report import HELDOUT_REWARD, summary, write_report
@@ -46,4 +46,4 @@ register(Recipe(name="grpo", run=run_grpo, section="grpo", section_type=GRPOConf
                 summary=summary, plan_step=plan_step,
                 batch_sizes=lambda config: {"grpo.prompts_per_step × grpo.samples_per_prompt":
                                             config.grpo.prompts_per_step * config.grpo.samples_per_prompt},
-                reads={"train": ONLINE_TRAIN, "sampling": ONLINE_SAMPLING}))
+                reads={"train": ONLINE_TRAIN, "sampling": ONLINE_SAMPLING}, refusals=ONLINE_REFUSALS))

@@ -37,7 +37,7 @@ anchors, initial_policy (the tokenizer and the warm start) and report.
 """
 
 from nash_jax.engine import Recipe, register
-from nash_jax.engine.registry import SELF_PLAY_READS
+from nash_jax.engine.registry import ONLINE_REFUSALS, SELF_PLAY_READS
 from nash_jax.engine.learner import snapshot_dirs
 from nash_jax.engine import preparation
 from nash_jax.engine import policy_files
@@ -84,4 +84,4 @@ register(Recipe(name="proposer_solver", run=run_proposer_solver, section="propos
                 batch_sizes=lambda config: {
                     "proposer_solver rows per step (sources_per_step × proposals_per_source × "
                     "(1 + solvers_per_problem))": rows_per_step(config.proposer_solver)},
-                reads=SELF_PLAY_READS))
+                reads=SELF_PLAY_READS, refusals=ONLINE_REFUSALS))

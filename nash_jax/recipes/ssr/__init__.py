@@ -35,7 +35,7 @@ start), training and report.
 """
 
 from nash_jax.engine import Recipe, register
-from nash_jax.engine.registry import SELF_PLAY_READS
+from nash_jax.engine.registry import ONLINE_REFUSALS, SELF_PLAY_READS
 from nash_jax.engine import preparation
 from nash_jax.recipes.ssr.anchors import evaluate_anchors
 from nash_jax.recipes.ssr.config import (ANCHOR_STAGE, DATA_STAGE, STAGE,
@@ -72,4 +72,5 @@ register(Recipe(name="ssr", run=run_ssr, section="ssr",
                 batch_sizes=lambda config: {
                     "ssr rows per step (repositories_per_step × injectors_per_repository × "
                     "(1 + solvers_per_artifact))": rows_per_step(config.ssr)},
-                reads=SELF_PLAY_READS, formerly="bug_injection", fits_model_dirs=True))
+                reads=SELF_PLAY_READS, formerly="bug_injection", fits_model_dirs=True,
+                refusals=ONLINE_REFUSALS))
