@@ -42,7 +42,7 @@ def sample_policy(model, policy_dir, tokenizer, prompt_ids, *, num_samples, samp
         if crash_prefix:
             runs.crash_point(f"{crash_prefix}:batch={index + 1}")
 
-    columns = sample_policy_vllm(policy_dir, tokenizer, prompt_ids, num_samples=num_samples,
+    columns = sample_policy_vllm(policy_dir, prompt_ids, num_samples=num_samples,
                                  sampling=sampling, key_of=key_of,
                                  max_new_tokens=max_new_tokens or sampling.max_new_tokens,
                                  eos_ids=eos_ids_of(tokenizer), dtype=dtype, work_dir=work_dir,

@@ -125,7 +125,7 @@ def _launch(request_path, vllm_python, on_batch):
                            f"status {process.returncode}; the end of its output:\n{tail}")
 
 
-def sample_policy_vllm(policy_dir, tokenizer, prompt_ids, *, num_samples, sampling, key_of,
+def sample_policy_vllm(policy_dir, prompt_ids, *, num_samples, sampling, key_of,
                        max_new_tokens, eos_ids, dtype, work_dir, on_batch=lambda index: None):
     """K samples per prompt from the HF directory `policy_dir` with vLLM → {"response_ids" [B][K],
     "lengths", "finished", "logp_vllm" (Σ of vLLM's raw log-probs: untempered, untruncated)}."""
