@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -57,8 +58,12 @@ def prompt_seeds(key, size):
 
 def request_of(policy_dir, batches, *, num_samples, sampling, max_new_tokens, eos_ids, dtype,
                engine_seed, max_prompt_len):
-    """The worker's request, without out_dir; its digest names everything the samples depend on."""
-    request = {"model": str(Path(policy_dir).resolve()), "dtype": dtype,
+    """The worker's request, without out_dir; its digest names everything the samples depend on (the
+    policy by its files' sizes and modification times: a re-exported policy is another request)."""
+    policy_dir = Path(policy_dir).resolve()
+    files = {p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(policy_dir.glob("*"))
+             if p.is_file()}
+    request = {"model": str(policy_dir), "model_files": files, "dtype": dtype,
                "max_model_len": int(max_prompt_len + max_new_tokens), "engine_seed": int(engine_seed),
                "n": num_samples, "temperature": float(sampling.temperature),
                "top_p": float(sampling.top_p), "top_k": int(sampling.top_k),
@@ -81,9 +86,10 @@ def finished_batches(work_dir, digest):
     return out
 
 
-def run_worker(request, work_dir, vllm_python, *, on_batch=lambda index: None):
+def run_worker(request, work_dir, vllm_python, *, on_batch=lambda index: None, on_ready=lambda: None):
     """Run the worker on the request's batches not yet in `work_dir`; on_batch(index) after each one
-    it finishes (the caller's crash points and progress). Returns the batches' outputs by index."""
+    it finishes (the caller's crash points and progress), on_ready() once vLLM has started (a
+    benchmark's clock). Returns the batches' outputs by index."""
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     done = finished_batches(work_dir, request["digest"])
@@ -92,7 +98,7 @@ def run_worker(request, work_dir, vllm_python, *, on_batch=lambda index: None):
         path = work_dir / "request.json"
         runs.write_text_atomically(path, json.dumps({**request, "batches": todo,
                                                      "out_dir": str(work_dir.resolve())}))
-        _launch(path, vllm_python, on_batch)
+        _launch(path, vllm_python, on_batch, on_ready)
         done = finished_batches(work_dir, request["digest"])
     missing = [b["index"] for b in request["batches"] if b["index"] not in done]
     if missing:
@@ -100,21 +106,22 @@ def run_worker(request, work_dir, vllm_python, *, on_batch=lambda index: None):
     return done
 
 
-def _launch(request_path, vllm_python, on_batch):
-    """Run the worker to its end, calling on_batch(index) as it reports each finished batch."""
+def _launch(request_path, vllm_python, on_batch, on_ready):
+    """Run the worker to its end, calling on_ready() and on_batch(index) as it reports them."""
     python = interpreter(vllm_python)
     env = dict(os.environ)
-    env.pop("PYTHONPATH", None)  # this environment's packages are not the worker's
+    if vllm_python is not None:
+        env.pop("PYTHONPATH", None)  # this environment's packages are not the other one's
     process = subprocess.Popen([python, str(WORKER), str(request_path)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=env)
     errors = []
-    import threading
-
     reader = threading.Thread(target=lambda: errors.extend(process.stderr), daemon=True)
     reader.start()
     for line in process.stdout:
         if line.startswith("done "):
             on_batch(int(line.split()[1]))
+        elif line.strip() == "ready":
+            on_ready()
     process.wait()
     reader.join()
     if process.returncode == MISSING_VLLM_EXIT:

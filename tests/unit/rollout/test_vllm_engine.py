@@ -16,6 +16,7 @@ from tests.recipes.conftest import CONFIGS, small_config
 
 
 def request(tmp_path, **sampling):
+    (tmp_path / "policy").mkdir(exist_ok=True)
     batches = [{"index": 0, "seeds": vllm_engine.prompt_seeds(jax.random.key(3), 2),
                 "prompts": [[1, 2, 3], [4, 5]]}]
     return vllm_engine.request_of(tmp_path / "policy", batches, num_samples=2,
@@ -28,6 +29,8 @@ def test_the_request_digest_names_every_setting_the_samples_depend_on(tmp_path):
     assert request(tmp_path)["digest"] == base
     for change in ({"temperature": 0.5}, {"top_p": 0.9}, {"top_k": 5}):
         assert request(tmp_path, **change)["digest"] != base, change
+    (tmp_path / "policy" / "model.safetensors").write_bytes(b"re-exported")
+    assert request(tmp_path)["digest"] != base
 
 
 def test_prompt_seeds_come_from_the_batch_key_and_differ_between_prompts():
