@@ -51,19 +51,31 @@ def main(request_path):
 
 def engine(request):
     """vllm.LLM on the request's HF directory (on a CPU: chunked prefill off, see the module's
-    docstring, and a tenth of the memory for the KV cache, where vLLM's default takes 92 %)."""
+    docstring, and a tenth of the memory for the KV cache, where vLLM's default takes 92 %; on a GPU:
+    what is free)."""
     from vllm import LLM
     from vllm.platforms import current_platform
 
-    cpu = {}
     if current_platform.is_cpu():
-        cpu = {"enable_chunked_prefill": False, "enforce_eager": True, "gpu_memory_utilization": 0.1,
-               "max_num_batched_tokens": max(request["max_model_len"], 2048)}
+        device = {"enable_chunked_prefill": False, "enforce_eager": True, "gpu_memory_utilization": 0.1,
+                  "max_num_batched_tokens": max(request["max_model_len"], 2048)}
+    else:
+        device = {"gpu_memory_utilization": _free_share()}
     # the HF directory's generation_config.json would add its sampling defaults: "vllm" keeps
     # vLLM's, and the request names every setting itself
     return LLM(model=request["model"], dtype=request["dtype"], seed=request["engine_seed"],
                max_model_len=request["max_model_len"], skip_tokenizer_init=True,
-               generation_config="vllm", **{**cpu, **request.get("engine_args", {})})
+               generation_config="vllm", **{**device, **request.get("engine_args", {})})
+
+
+def _free_share():
+    """vLLM's gpu_memory_utilization (a share of the whole device) as 90 % of what is free now: the
+    JAX process that started this worker keeps its own memory (all it preallocated, unless
+    XLA_PYTHON_CLIENT_PREALLOCATE=false), where vLLM's default of 92 % of the device would not fit."""
+    import torch
+
+    free, total = torch.cuda.mem_get_info()
+    return max(0.05, round(0.9 * free / total, 3))
 
 
 def generate_batch(llm, request, batch):
