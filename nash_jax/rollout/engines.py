@@ -52,7 +52,8 @@ def sample_policy(model, policy_dir, tokenizer, prompt_ids, *, num_samples, samp
                             for rs in columns["response_ids"]]
     columns["logp"] = sequence_logprobs(model, prompt_ids, columns["response_ids"], tokenizer, mesh)
     difference = np.abs(np.subtract(columns["logp"], columns["logp_vllm"]))
-    return columns, {"engine": "vllm", "vllm_logp_max_abs_diff": float(difference.max())}
+    return columns, {"engine": "vllm",
+                     "vllm_logp_max_abs_diff": float(difference.max()) if difference.size else 0.0}
 
 
 def check_engine(sampling):
