@@ -28,7 +28,10 @@ def test_preset_runs_on_an_hf_model_a_parquet_file_and_pairrm(tmp_path, pairrm_d
         pad_token_id=tokenizer.pad_token_id))
     model.save_pretrained(model_dir)
     rng = np.random.default_rng(0)
-    prompts = [" ".join(rng.choice(WORDS, size=rng.integers(2, 6))) for _ in range(24)]
+    prompts = []
+    while len(prompts) < 24:  # 24 distinct prompts (a run drops repeats before the split)
+        prompt = " ".join(rng.choice(WORDS, size=rng.integers(2, 6)))
+        prompts += [prompt] if prompt not in prompts else []
     datasets.Dataset.from_dict({"prompt": prompts}).to_parquet(str(tmp_path / "prompts.parquet"))
 
     config = load_config(CONFIGS / "sppo_mistral7b.yaml", [
