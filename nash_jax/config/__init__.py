@@ -18,11 +18,11 @@ from nash_jax.config.loader import (RESULT_NEUTRAL, apply_overrides, build, buil
 from nash_jax.config.recipes import (ENTRY_POINT_GROUP, discover_recipes, recipe_names, register_recipe,
                                      run_config_type)
 from nash_jax.config.sections import (BUILTIN_SYNTHETIC, REPORT_ONLY_EVAL_FIELDS, DataConfig, EvalConfig,
-                                      JudgeConfig, LoggingConfig, MeshConfig, ModelConfig, OptimizerConfig,
-                                      RunConfig, SamplingConfig, TrainConfig, WarmStartConfig)
+                                      JudgeConfig, LoggingConfig, LoraConfig, MeshConfig, ModelConfig,
+                                      OptimizerConfig, RunConfig, SamplingConfig, TrainConfig, WarmStartConfig)
 
 __all__ = ["AT_LEAST_1", "BUILTIN_SYNTHETIC", "DataConfig", "ENTRY_POINT_GROUP", "EvalConfig", "JudgeConfig",
-           "LoggingConfig", "MeshConfig", "ModelConfig", "NON_NEGATIVE", "OptimizerConfig", "POSITIVE",
+           "LoggingConfig", "LoraConfig", "MeshConfig", "ModelConfig", "NON_NEGATIVE", "OptimizerConfig", "POSITIVE",
            "PROBABILITY", "REPORT_ONLY_EVAL_FIELDS", "RESULT_NEUTRAL", "Range", "RunConfig", "SamplingConfig",
            "TrainConfig", "WarmStartConfig", "apply_overrides", "build", "build_run_config",
            "check_choice", "discover_recipes", "load_config", "normalised", "parse_bytes",

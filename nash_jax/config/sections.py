@@ -15,6 +15,35 @@ from nash_jax.train.optim import OPTIMIZERS, SCHEDULES
 BUILTIN_SYNTHETIC = "builtin:synthetic"  # model/data path of the shipped synthetic task
 
 
+LORA_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+LORA_BASES = ("none", "int8", "nf4")
+
+
+@dataclass(frozen=True)
+class LoraConfig:
+    """Low-rank adapters trained over a frozen base (models/lora.py): W x + (alpha / rank) B A x on
+    each projection named in `targets` (PEFT's names); the base stays as loaded (`base`: its
+    quantisation). adapter: a PEFT adapter directory to start from (its rank, alpha and targets must
+    be these) instead of B = 0."""
+
+    DOMAINS = {"rank": AT_LEAST_1, "alpha": POSITIVE, "dropout": Range(0, 1, high_open=True)}
+    rank: int = 16
+    alpha: float = 32.0
+    dropout: float = 0.0
+    targets: list[str] = field(default_factory=lambda: list(LORA_PROJECTIONS))
+    base: Literal["none", "int8", "nf4"] = "none"
+    adapter: str | None = None
+
+    def check_fields(self, prefix):
+        unknown = [t for t in self.targets if t not in LORA_PROJECTIONS]
+        if unknown or not self.targets or len(set(self.targets)) != len(self.targets):
+            raise ValueError(f"{prefix}.targets={self.targets!r}; expected distinct names among "
+                             f"{list(LORA_PROJECTIONS)}")
+        if self.dropout:
+            raise ValueError(f"{prefix}.dropout={self.dropout!r}; only 0 is supported so far (the "
+                             "training step draws no dropout masks)")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     path: str = BUILTIN_SYNTHETIC  # a local HF directory, or the synthetic task's warm-started model
@@ -24,6 +53,7 @@ class ModelConfig:
     # per-layer rematerialisation (models/remat.py REMAT_POLICIES); true = "full"
     remat: bool | Literal["none", "full", "dots", "dots_with_no_batch_dims"] = False
     attention: Literal["auto", "reference", "xla", "cudnn", "splash"] = "auto"  # models/attention.py
+    lora: LoraConfig | None = None  # train low-rank adapters over a frozen base (null: full weights)
 
 
 @dataclass(frozen=True)

