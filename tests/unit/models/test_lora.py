@@ -96,3 +96,45 @@ def test_logits_and_adapter_gradients_match_peft(variant, request):
     assert base_diff > 100 * TOL, "the adapters must change the logits for the test to mean anything"
     assert logit_diff <= TOL, logit_diff
     assert grad_diff <= TOL, grad_diff
+
+
+def our_logits(model, tokens):
+    return np.asarray(model(jnp.asarray(tokens))[0])
+
+
+@pytest.mark.parametrize("variant", ["qwen2", "gemma3"])
+def test_adapter_directory_loads_in_peft_and_merged_export_in_transformers(variant, request, tmp_path):
+    path, torch_model = model_dir(variant, request)
+    model = adapted(path)
+    tokens = np.random.default_rng(2).integers(0, VOCAB, (2, 9))
+    ours = our_logits(model, tokens)
+    peft_files.save_adapter(model, tmp_path / "adapter", SECTION, base_name=path)
+    loaded = peft.PeftModel.from_pretrained(copy.deepcopy(torch_model), tmp_path / "adapter").eval()
+    adapter_diff = float(np.max(np.abs(torch_logits(loaded, tokens) - ours)))
+    save_pretrained(lora.merge_adapters(model), tmp_path / "merged")
+    merged = type(torch_model).from_pretrained(tmp_path / "merged").eval()
+    merged_diff = float(np.max(np.abs(torch_logits(merged, tokens) - ours)))
+    print(f"{variant}: PEFT over the base {adapter_diff:.2e}; merged export in transformers "
+          f"{merged_diff:.2e}")
+    assert adapter_diff <= TOL and merged_diff <= TOL, (adapter_diff, merged_diff)
+
+
+def test_imported_adapter_gives_the_same_model_and_a_foreign_one_is_refused(request, tmp_path):
+    path, _ = model_dir("qwen3", request)
+    model = adapted(path)
+    peft_files.save_adapter(model, tmp_path / "adapter", SECTION)
+    fresh = lora.add_adapters(load_pretrained(path), SECTION, seed=5)
+    peft_files.load_adapter(fresh, tmp_path / "adapter", SECTION)
+    tokens = np.random.default_rng(3).integers(0, VOCAB, (1, 7))
+    assert np.max(np.abs(our_logits(fresh, tokens) - our_logits(model, tokens))) == 0.0
+
+    gemma, _ = model_dir("gemma3", request)  # four layers, another MLP width
+    other = lora.add_adapters(load_pretrained(gemma), SECTION)
+    with pytest.raises(ValueError, match=r"does not fit the model .*another base") as err:
+        peft_files.load_adapter(other, tmp_path / "adapter", SECTION)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match=r"has r=4; the run's model.lora expects 8"):
+        peft_files.load_adapter(fresh, tmp_path / "adapter", LoraConfig(rank=8, alpha=8.0))
+    with pytest.raises(ValueError, match="target_modules"):
+        peft_files.load_adapter(fresh, tmp_path / "adapter",
+                                LoraConfig(rank=4, alpha=8.0, targets=["q_proj", "v_proj"]))
