@@ -224,13 +224,13 @@ def copy(params):
 def reference_logprobs(model_def, params, mesh, temperature=1.0):
     """(step_fn, batch) -> ref_logp [N, T] under fixed `params` on `mesh` at `temperature`: their
     log-prob of token t at position t, 0 at position 0 and wherever the loss mask is off."""
-    fn = jax.jit(parallel.traced_on(mesh, lambda p, tokens, segments, mask: token_logprobs(
-        model_def, p, tokens, segments, mask, temperature=temperature)[0]))
+    fn = jax.jit(parallel.traced_on(mesh, lambda p, frozen, tokens, segments, mask: token_logprobs(
+        model_def.with_frozen(frozen), p, tokens, segments, mask, temperature=temperature)[0]))
 
     def reference(step_fn, batch):
         placed = step_fn.place_global({**batch, "ref_logp": np.zeros_like(batch["behaviour_logp"])})
-        logp = parallel.gather_to_host(fn(params, placed["tokens"], placed["segment_ids"],
-                                          placed["loss_mask"]))
+        logp = parallel.gather_to_host(fn(params, model_def.frozen, placed["tokens"],
+                                          placed["segment_ids"], placed["loss_mask"]))
         return np.concatenate([np.zeros((logp.shape[0], 1), np.float32), np.asarray(logp, np.float32)], 1)
 
     return reference

@@ -4,8 +4,8 @@ directory or a built-in task's warm start), loading it onto the mesh, and the me
 from pathlib import Path
 
 from nash_jax import parallel
-from nash_jax.models import hf
-from nash_jax.models.export import export_policy  # noqa: F401  (policy files out, beside those in)
+from nash_jax.models import hf, lora, peft_files
+from nash_jax.models.export import export_adapter, export_policy  # noqa: F401  (files out, beside those in)
 from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.tasks import registry as builtin_models
 
@@ -53,6 +53,29 @@ def load_policy(path, model, mesh):
     """The policy at `path` on `mesh`, with the dtypes, remat and attention of the `model` section."""
     return hf.load_pretrained(path, mesh=mesh, dtype=model.dtype, param_dtype=model.param_dtype,
                               remat=model.remat, attention=model.attention)
+
+
+def load_trainable_policy(path, model, mesh, seed, adapter_dir=None):
+    """The policy a run trains, from the base at `path`: with `model.lora` set, the base with LoRA
+    adapters (A drawn from `seed`), filled from `adapter_dir` (an iterate's), else from
+    model.lora.adapter (an imported PEFT adapter), else B = 0 (the base itself); without it, the
+    policy at `path` (every parameter trains)."""
+    policy = load_policy(path, model, mesh)
+    if model.lora is None:
+        return policy
+    lora.add_adapters(policy, model.lora, seed=seed)
+    adapter = adapter_dir if adapter_dir is not None else model.lora.adapter
+    if adapter is not None:
+        peft_files.load_adapter(policy, adapter, model.lora,
+                                key="model.lora.adapter" if adapter_dir is None else str(adapter_dir))
+    return policy
+
+
+def check_adapter(model):
+    """Refuse a model.lora.adapter that does not match model.lora (its config only: the tensors are
+    checked against the base when it loads), before the run directory is touched."""
+    if model.lora is not None and model.lora.adapter is not None:
+        peft_files.read_adapter_config(model.lora.adapter, model.lora)
 
 
 def load_policy_tokenizer(model, run):

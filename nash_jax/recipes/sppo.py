@@ -7,6 +7,8 @@
     train     the SPPO (or SPPO-hard / DPO / IPO) objective,
               anchored to π_t, orbax checkpoints every N steps    iter_t/checkpoints/
     export    π_{t+1} as a Hugging Face directory                 iter_t/policy/
+              (with model.lora: its adapters as a PEFT directory   iter_t/adapter/
+              and the policy merged; π_{t+1} = the base with them)
 
 then the evaluation and report (engine/iterates_report.py). Each stage is recorded in
 RUN_DIR/manifest.json once
@@ -45,6 +47,10 @@ class SPPOConfig:
 
 def run_sppo(config, run):
     mesh, tokenizer, splits, judge = prepare(config, run, prompt_blocks=config.sppo.iterations)
+    if imported_adapter(config) and not run.done("initial"):  # π_0 = the base with that adapter
+        policy_files.export_policy(load_iterate(config, run, 0, mesh), policy_dir(config, run, 0),
+                                   tokenizer_dir=policy_files.tokenizer_source(config.model, run))
+        run.finish("initial", ["initial/policy"])
     for t in range(config.sppo.iterations):
         iteration(config, run, t, splits.iterations[t], tokenizer, judge, mesh)
     return iterates_report.evaluate_and_write(
@@ -88,15 +94,32 @@ def iteration_summaries(config, run):
 def policy_dir(config, run, t):
     """π_t's HF directory: the initial policy for t = 0, else iteration t−1's export."""
     if t == 0:
+        if imported_adapter(config):
+            return run / "initial" / "policy"
         return policy_files.initial_policy_dir(config.model.path, run)
     return run / f"iter_{t - 1}" / "policy"
+
+
+def imported_adapter(config):
+    return config.model.lora is not None and config.model.lora.adapter is not None
+
+
+def load_iterate(config, run, t, mesh):
+    """π_t to train: its HF directory, or with model.lora the base with iteration t−1's adapters (at
+    t = 0 the imported adapter, or B = 0): the anchor π_t is that policy, no second model."""
+    if config.model.lora is None:
+        return policy_files.load_policy(policy_dir(config, run, t), config.model, mesh)
+    return policy_files.load_trainable_policy(
+        policy_files.initial_policy_dir(config.model.path, run), config.model, mesh,
+        seed=runs.stage_seed(config.seed, t, "lora"),
+        adapter_dir=run / f"iter_{t - 1}" / "adapter" if t > 0 else None)
 
 
 def iteration(config, run, t, prompts, tokenizer, judge, mesh):
     it = f"iter_{t}"
     if run.done(f"{it}/train"):
         return
-    model = policy_files.load_policy(policy_dir(config, run, t), config.model, mesh)
+    model = load_iterate(config, run, t, mesh)
 
     if not run.done(f"{it}/prompts"):
         ids, kept, skipped = prompt_sets.encode_prompts(config.data, tokenizer, prompts,
@@ -146,7 +169,10 @@ def iteration(config, run, t, prompts, tokenizer, judge, mesh):
     model = train(config, run, t, model, rows, mesh, tokenizer)
     policy_files.export_policy(model, run / it / "policy",
                              tokenizer_dir=policy_files.tokenizer_source(config.model, run))
-    run.finish(f"{it}/train", [f"{it}/policy"])
+    if config.model.lora is not None:
+        policy_files.export_adapter(model, run / it / "adapter", config.model.lora,
+                                    base_name=config.model.path)
+    run.finish(f"{it}/train", [f"{it}/policy"] + ([f"{it}/adapter"] if config.model.lora else []))
 
 
 def pairwise(loss):
@@ -227,6 +253,7 @@ def train(config, run, t, model, rows, mesh, tokenizer):
 
 
 def check(config):
+    policy_files.check_adapter(config.model)
     if config.sampling.num_samples < 2:
         raise ValueError(f"sampling.num_samples={config.sampling.num_samples}; expected ≥ 2 for SPPO "
                          "(win rates compare each prompt's samples with each other)")

@@ -233,17 +233,21 @@ _SPLITS = weakref.WeakKeyDictionary()
 
 
 def _split(model, params):
-    """(graphdef, (params, rest)) of `model`, with `params` (an nnx.State of its Params, e.g. a
-    TrainState's) in place of the module's own when given."""
+    """(graphdef, (params, *others)) of `model`, with `params` (a TrainState's: an nnx.State of its
+    Params, or of its LoRA adapters only, the module's frozen base then among `others`) in place of
+    the module's own when given."""
     if params is None:
         graphdef, own, rest = nnx.split(model, nnx.Param, ...)
-        _SPLITS[model] = (graphdef, rest)
         return graphdef, (own, rest)
     if model not in _SPLITS:
-        graphdef, _, rest = nnx.split(model, nnx.Param, ...)
-        _SPLITS[model] = (graphdef, rest)
-    graphdef, rest = _SPLITS[model]
-    return graphdef, (params, rest)
+        if nnx.state(model, nnx.LoRAParam):
+            graphdef, _, frozen, rest = nnx.split(model, nnx.LoRAParam, nnx.Param, ...)
+            _SPLITS[model] = (graphdef, (frozen, rest))
+        else:
+            graphdef, _, rest = nnx.split(model, nnx.Param, ...)
+            _SPLITS[model] = (graphdef, (rest,))
+    graphdef, others = _SPLITS[model]
+    return graphdef, (params, *others)
 
 
 def _run(models, prompts, *, num_samples, max_new_tokens, temperature, top_p, top_k, beta,

@@ -13,13 +13,22 @@ from nash_jax import parallel
 
 @flax.struct.dataclass
 class ModelDef:
-    """The static half of a split NNX model: merge it with parameters to get the model back."""
+    """The static half of a split NNX model: merge it with parameters to get the model back.
+
+    With LoRA adapters (models/lora.py) the parameters that train are the adapters, and `frozen`
+    holds the base's: every policy that differs only in adapters (π_θ, π_0, an anchor) shares it.
+    A jitted function takes `frozen` as an argument (`with_frozen`), never as a closed-over constant."""
 
     graphdef: Any = flax.struct.field(pytree_node=False)
     rest: Any  # non-parameter state (empty for the decoders here)
+    frozen: Any = None  # the frozen base's nnx.State of Params (None: every parameter trains)
 
     def merge(self, params):
-        return nnx.merge(self.graphdef, params, self.rest)
+        frozen = () if self.frozen is None else (self.frozen,)
+        return nnx.merge(self.graphdef, params, *frozen, self.rest)
+
+    def with_frozen(self, frozen):
+        return self.replace(frozen=frozen)
 
 
 @flax.struct.dataclass
@@ -31,7 +40,11 @@ class TrainState:
 
 
 def split_model(model):
-    """(ModelDef, params) of an NNX model."""
+    """(ModelDef, params) of an NNX model: its adapters when it carries LoRA adapters (the base's
+    parameters then are the ModelDef's `frozen`), else every parameter."""
+    if nnx.state(model, nnx.LoRAParam):
+        graphdef, adapters, frozen, rest = nnx.split(model, nnx.LoRAParam, nnx.Param, ...)
+        return ModelDef(graphdef, rest, frozen), adapters
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     return ModelDef(graphdef, rest), params
 

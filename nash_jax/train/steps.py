@@ -164,7 +164,10 @@ def _update(loss_fn, optimizer, schedule, micro_batches, state, batch):
 class Step:
     """A jitted pure step plus the checks and placement of its batches (at the edge, not inside jit).
 
-    Call as `state, metrics = step(state, batch)`; `step.jitted` is the bare compiled function.
+    Call as `state, metrics = step(state, batch)`; `step.jitted(state, batch)` is the bare compiled
+    function, `fn(state, batch, frozen)`, with `step.frozen` (a LoRA model's frozen base, passed as an
+    argument that is never donated, so that anchors sharing the base stay valid; None without one)
+    bound as its last argument.
     """
 
     def __init__(self, name, shapes, fn, mesh, micro_batches, state_shardings=None, extra_keys=False):
@@ -172,14 +175,16 @@ class Step:
         self.extra_keys = extra_keys  # ignore keys beyond `shapes` instead of refusing them
         self.batch_shardings = {f: parallel.batch_sharding(mesh, len(shape))
                                 for f, shape in shapes.items()}
+        self.frozen = None
         replicated = NamedSharding(mesh, PartitionSpec())
         fn = parallel.traced_on(mesh, fn)  # activations keep their rows sharded (parallel.rows_sharded)
         if state_shardings is None:  # a read-only function of (params, batch)
-            self.jitted = jax.jit(fn, in_shardings=(None, self.batch_shardings),
-                                  out_shardings=replicated)
+            compiled = jax.jit(fn, in_shardings=(None, self.batch_shardings, None),
+                               out_shardings=replicated)
         else:
-            self.jitted = jax.jit(fn, in_shardings=(state_shardings, self.batch_shardings),
-                                  out_shardings=(state_shardings, replicated), donate_argnums=0)
+            compiled = jax.jit(fn, in_shardings=(state_shardings, self.batch_shardings, None),
+                               out_shardings=(state_shardings, replicated), donate_argnums=0)
+        self.jitted = WithFrozen(compiled, self)
 
     def __call__(self, state, batch):
         return self.jitted(state, self.place(batch))
@@ -201,6 +206,22 @@ class Step:
             batch = {f: batch[f] for f in self.shapes if f in batch}
         check_batch(batch, self.shapes, self.mesh, self.micro_batches, self.name, processes)
         return batch
+
+
+class WithFrozen:
+    """A jitted `fn(state, batch, frozen)` called as `(state, batch)`, with its step's frozen base."""
+
+    def __init__(self, compiled, step):
+        self.compiled, self.step = compiled, step
+
+    def __call__(self, state, batch):
+        return self.compiled(state, batch, self.step.frozen)
+
+    def lower(self, state, batch):
+        return self.compiled.lower(state, batch, self.step.frozen)
+
+    def _cache_size(self):
+        return self.compiled._cache_size()
 
 
 def check_batch(batch, shapes, mesh, micro_batches, name, processes=1):
@@ -280,15 +301,16 @@ def make_step(objective, model_def, optimizer, schedule, shardings, mesh, *, mic
                          "expected the positive temperature the batch was sampled at")
 
     def build():
-        loss_fn = partial(objective_loss, spec, hyperparameters, model_def,
-                          logprob_chunk=logprob_chunk, temperature=temperature)
-        fn = partial(_update, loss_fn, optimizer, schedule, micro_batches)
+        def fn(state, batch, frozen):
+            loss_fn = partial(objective_loss, spec, hyperparameters, model_def.with_frozen(frozen),
+                              logprob_chunk=logprob_chunk, temperature=temperature)
+            return _update(loss_fn, optimizer, schedule, micro_batches, state, batch)
         return Step(f"{spec.name}_step", spec.batch_shapes, fn, mesh, micro_batches, shardings)
 
     leaves, structure = jax.tree.flatten(shardings)
     key = (objective, tuple(sorted(hyperparameters.items())), optimizer, schedule, micro_batches,
            logprob_chunk, temperature, tuple(leaves), structure)
-    return _cached(_model_key(model_def, mesh) + key, build)
+    return _cached(_model_key(model_def, mesh) + key, build, model_def.frozen)
 
 
 def make_logprobs(model_def, mesh, logprob_chunk=DEFAULT_LOGPROB_CHUNK):
@@ -298,12 +320,12 @@ def make_logprobs(model_def, mesh, logprob_chunk=DEFAULT_LOGPROB_CHUNK):
     _check_logprob_chunk(logprob_chunk)
 
     def build():
-        def fn(params, batch):
-            return policy_logprobs(model_def, params, *(batch[f] for f in TOKEN_FIELDS),
-                                   logprob_chunk=logprob_chunk)
+        def fn(params, batch, frozen):
+            return policy_logprobs(model_def.with_frozen(frozen), params,
+                                   *(batch[f] for f in TOKEN_FIELDS), logprob_chunk=logprob_chunk)
         return Step("logprobs", LOGPROB_SHAPES, fn, mesh, 1, extra_keys=True)
 
-    return _cached(_model_key(model_def, mesh) + ("logprobs", logprob_chunk), build)
+    return _cached(_model_key(model_def, mesh) + ("logprobs", logprob_chunk), build, model_def.frozen)
 
 
 def make_kl(model_def, reference_def, mesh, logprob_chunk=DEFAULT_LOGPROB_CHUNK, temperature=1.0):
@@ -339,9 +361,12 @@ def _model_key(model_def, mesh):
     return (model_def.graphdef, jax.tree.structure(model_def.rest), tuple(map(id, rest)), mesh)
 
 
-def _cached(key, build):
+def _cached(key, build, frozen=None):
+    """The step of `key` (built once), bound to `frozen`: a LoRA model's base is an argument of the
+    compiled program, not part of its key, so that a base loaded again (each SPPO iteration) reuses it."""
     if key not in _STEPS:
         if len(_STEPS) >= 32:
             _STEPS.pop(next(iter(_STEPS)))
         _STEPS[key] = build()
+    _STEPS[key].frozen = frozen
     return _STEPS[key]
