@@ -77,6 +77,11 @@ def snapshot_dirs(run, snapshots):
     return [run / f"iter_{k}" / "policy" for k in range(snapshots)]
 
 
+def adapter_dir(policy_dir):
+    """Where a LoRA policy exported at `policy_dir` keeps its PEFT adapter: iter_k/adapter."""
+    return policy_dir.parent / "adapter"
+
+
 class OnlineLearner:
     """π_θ, its update and the loop of one online training stage (see the module's docstring)."""
 
@@ -86,8 +91,11 @@ class OnlineLearner:
         self.config, self.run_dir, self.mesh = config, run, mesh
         self.tokenizer_dir = policy_files.tokenizer_source(config.model, run)
         # lends its structure to the sampler, which takes the parameters of each step apart
-        self.initial = policy_files.load_policy(policy_files.initial_policy_dir(config.model.path, run),
-                                                config.model, mesh)
+        # with model.lora, the base with π_0's adapters (B = 0, or an imported adapter): π_θ, π_0 and
+        # every anchor a recipe keeps are adapters over this one base
+        self.initial = policy_files.load_trainable_policy(
+            policy_files.initial_policy_dir(config.model.path, run), config.model, mesh,
+            seed=stage_seed(config.seed, 0, "lora"))
 
     # ------------------------------------------------------------------------------------------------
     # what a recipe's rollout uses
@@ -106,8 +114,13 @@ class OnlineLearner:
                     max_new_tokens=self.config.sampling.max_new_tokens)
 
     def export(self, params, directory):
-        """Write the policy with `params` as a Hugging Face directory."""
-        policy_files.export_policy(self.policy(params), directory, self.tokenizer_dir)
+        """Write the policy with `params` as a Hugging Face directory (with model.lora: merged, and
+        its adapters beside it as a PEFT adapter directory, adapter_dir(directory))."""
+        policy = self.policy(params)
+        policy_files.export_policy(policy, directory, self.tokenizer_dir)
+        if self.config.model.lora is not None:
+            policy_files.export_adapter(policy, adapter_dir(directory), self.config.model.lora,
+                                        base_name=self.config.model.path)
 
     # ------------------------------------------------------------------------------------------------
     # the stage
@@ -159,6 +172,8 @@ class OnlineLearner:
             with user_code_located(f"stage {recipe.stage}, the final evaluation"):
                 extra = self._evaluate(recipe, recipe.steps, state.params, extra)
         info = recipe.finish_info(extra) if recipe.finish_info is not None else {}
+        if self.config.model.lora is not None:
+            snapshots = [d for p in snapshots for d in (p, adapter_dir(p))]
         self.run_dir.finish(recipe.stage, [str(p.relative_to(self.run_dir.path)) for p in snapshots],
                             **info)
         return state, extra
