@@ -32,6 +32,9 @@ class LoraConfig:
     dropout: float = 0.0
     targets: list[str] = field(default_factory=lambda: list(LORA_PROJECTIONS))
     base: Literal["none", "int8", "nf4"] = "none"
+    # with a quantised base the merged exports (every iterate's HF directory) are the dequantised base
+    # plus the adapters: fp weights off the original base by the quantisation error; say yes to that
+    merged_from_quantised: bool = False
     adapter: str | None = None
 
     def check_fields(self, prefix):
@@ -39,6 +42,11 @@ class LoraConfig:
         if unknown or not self.targets or len(set(self.targets)) != len(self.targets):
             raise ValueError(f"{prefix}.targets={self.targets!r}; expected distinct names among "
                              f"{list(LORA_PROJECTIONS)}")
+        if self.base != "none" and not self.merged_from_quantised:
+            raise ValueError(f"{prefix}.base={self.base}: every recipe exports its iterates as merged "
+                             "fp weights (the dequantised base plus the adapters, which differ from the "
+                             f"original base by the quantisation error); set {prefix}."
+                             "merged_from_quantised=true to accept that")
         if self.dropout:
             raise ValueError(f"{prefix}.dropout={self.dropout!r}; only 0 is supported so far (the "
                              "training step draws no dropout masks)")

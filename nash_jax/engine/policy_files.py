@@ -4,7 +4,7 @@ directory or a built-in task's warm start), loading it onto the mesh, and the me
 from pathlib import Path
 
 from nash_jax import parallel
-from nash_jax.models import hf, lora, peft_files
+from nash_jax.models import hf, lora, peft_files, quantised
 from nash_jax.models.export import export_adapter, export_policy  # noqa: F401  (files out, beside those in)
 from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.tasks import registry as builtin_models
@@ -58,8 +58,8 @@ def load_policy(path, model, mesh):
 def load_trainable_policy(path, model, mesh, seed, adapter_dir=None):
     """The policy a run trains, from the base at `path`: with `model.lora` set, the base with LoRA
     adapters (A drawn from `seed`), filled from `adapter_dir` (an iterate's), else from
-    model.lora.adapter (an imported PEFT adapter), else B = 0 (the base itself); without it, the
-    policy at `path` (every parameter trains)."""
+    model.lora.adapter (an imported PEFT adapter), else B = 0 (the base itself), the base then
+    quantised as model.lora.base says; without it, the policy at `path` (every parameter trains)."""
     policy = load_policy(path, model, mesh)
     if model.lora is None:
         return policy
@@ -68,7 +68,7 @@ def load_trainable_policy(path, model, mesh, seed, adapter_dir=None):
     if adapter is not None:
         peft_files.load_adapter(policy, adapter, model.lora,
                                 key="model.lora.adapter" if adapter_dir is None else str(adapter_dir))
-    return policy
+    return quantised.quantise_base(policy, model.lora.base, lora.PROJECTIONS)
 
 
 def check_adapter(model):

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from nash_jax.models import lora
+from nash_jax.models import lora, quantised
 from nash_jax.models.params import param
 
 # transformers' ACT2FN names -> the function (gelu_pytorch_tanh is GELU's tanh approximation)
@@ -138,7 +138,7 @@ class MLP(nnx.Module):
         dtype = x.dtype
 
         def projection(inputs, name):
-            y = linear(inputs, getattr(self, f"{name}_proj")[...].astype(dtype))
+            y = linear(inputs, quantised.kernel(self, f"{name}_proj").astype(dtype))
             y = y + lora.delta(self, f"{name}_proj", inputs, 1)
             return y + getattr(self, f"{name}_bias")[...].astype(dtype) if self.bias else y
 

@@ -36,7 +36,7 @@ from flax import nnx
 
 from nash_jax import parallel
 from nash_jax.core.losses import logits_from_hidden
-from nash_jax.models import lora
+from nash_jax.models import lora, quantised
 from nash_jax.models.attention import attention, check_implementation, prefix_attention
 from nash_jax.models.layers import (ACTIVATIONS, MLP, RMSNorm, apply_rope, rope_inverse_frequencies,
                                     rope_tables, stacked_param)
@@ -162,7 +162,7 @@ class Attention(nnx.Module):
 
     def _project(self, x, name):
         dtype = x.dtype
-        y = jnp.einsum("bte,ehd->bthd", x, getattr(self, f"{name}_proj")[...].astype(dtype))
+        y = jnp.einsum("bte,ehd->bthd", x, quantised.kernel(self, f"{name}_proj").astype(dtype))
         y = y + lora.delta(self, f"{name}_proj", x, 1)
         if self.config.qkv_bias:
             y = y + getattr(self, f"{name}_bias")[...].astype(dtype)
@@ -196,7 +196,7 @@ class Attention(nnx.Module):
             out = branches[int(window) if len(branches) > 1 else 0](q, keys, values)
         else:  # layers with different windows in one scan: run the program of this layer's window
             out = jax.lax.switch(window, branches, q, keys, values)
-        y = jnp.einsum("bthd,hde->bte", out, self.o_proj[...].astype(x.dtype))
+        y = jnp.einsum("bthd,hde->bte", out, quantised.kernel(self, "o_proj").astype(x.dtype))
         y = y + lora.delta(self, "o_proj", out.astype(x.dtype), 2)
         if c.o_bias:
             y = y + self.o_bias[...].astype(x.dtype)

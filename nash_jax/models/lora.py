@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from nash_jax.models import loading
+from nash_jax.models import loading, quantised
 
 # projection -> (module path under `layers`, HF module path, number of input axes of the kernel)
 PROJECTIONS = {
@@ -101,7 +101,7 @@ def delta(module, name, x, n_in):
 
 def merged_kernel(module, name, n_in):
     """W + (alpha / r) A B of a stacked kernel [L, *in, *out], in the kernel's dtype (fp32 sums)."""
-    kernel = getattr(module, name)[...]
+    kernel = quantised.kernel(module, name)
     a = getattr(module, f"{name}_lora_a")[...].astype(jnp.float32)
     b = getattr(module, f"{name}_lora_b")[...].astype(jnp.float32)
     layers, rank = a.shape[0], a.shape[-1]
@@ -117,7 +117,10 @@ def merge_adapters(model):
     for name in adapters_of(out):
         module_path, _, n_in = PROJECTIONS[name]
         module = getattr(out.layers, module_path)
-        getattr(module, name).set_value(merged_kernel(module, name, n_in))
+        if hasattr(module, f"{name}_codes"):  # a quantised base: the merged kernel in fp32
+            quantised.restore(module, name, merged_kernel(module, name, n_in))
+        else:
+            getattr(module, name).set_value(merged_kernel(module, name, n_in))
         delattr(module, f"{name}_lora_a")
         delattr(module, f"{name}_lora_b")
     for module_path in ("attn", "mlp"):

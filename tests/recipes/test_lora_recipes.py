@@ -74,6 +74,18 @@ def test_exported_adapter_over_the_base_in_peft_equals_the_merged_iterate(sppo_r
     assert diff < 1e-4
 
 
+def test_sppo_over_an_nf4_base_samples_and_trains_the_same_quantised_policy(tmp_path):
+    """The sampler's log π_0(y) (the anchor) and the train step's agree on the nf4 base: the first
+    step's log-ratios are 0; the iterate exports as a PEFT adapter and merged fp weights."""
+    path = lora_config(tmp_path, base="nf4", merged_from_quantised=True)
+    engine.run(load_config(path, [f"run_dir={tmp_path / 'run'}", "sppo.iterations=1"]))
+    first = next(m for m in read_metrics(tmp_path / "run" / "metrics.jsonl") if m["stage"] == "iter_0")
+    assert abs(first["log_ratio_max"]) < 1e-4 and abs(first["log_ratio_min"]) < 1e-4, first
+    assert (tmp_path / "run" / "iter_0" / "adapter" / "adapter_model.safetensors").is_file()
+    merged = load_file(tmp_path / "run" / "iter_0" / "policy" / "model.safetensors")
+    assert all(v.dtype == np.float32 for v in merged.values())
+
+
 def test_sppo_lora_killed_in_training_resumes_to_the_same_adapters(sppo_run, tmp_path):
     config_path, reference_dir, _ = sppo_run
     run_dir = tmp_path / "killed"
@@ -95,6 +107,8 @@ def test_sppo_lora_killed_in_training_resumes_to_the_same_adapters(sppo_run, tmp
     ({"alpha": 0}, r"model\.lora\.alpha=0(\.0)?; expected a value > 0"),
     ({"targets": ["qkv_proj"]}, r"model\.lora\.targets=\['qkv_proj'\]; expected distinct names"),
     ({"adapter": "/nonexistent"}, r"model\.lora\.adapter='/nonexistent': expected a PEFT adapter"),
+    ({"base": "nf4"}, r"model\.lora\.base=nf4: every recipe exports its iterates as merged fp weights"),
+    ({"dropout": 0.1}, r"model\.lora\.dropout=0\.1; only 0 is supported"),
 ])
 def test_bad_lora_settings_are_one_line_before_the_run_directory_exists(tmp_path, lora, message):
     result = run_cli(lora_config(tmp_path, **lora), tmp_path / "run")

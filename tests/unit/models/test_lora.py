@@ -13,7 +13,7 @@ import torch
 from flax import nnx
 
 from nash_jax.config import LoraConfig
-from nash_jax.models import load_pretrained, lora, peft_files, save_pretrained
+from nash_jax.models import load_pretrained, lora, peft_files, quantised, save_pretrained
 from tests.tiny_hf import torch_logits
 from tests.unit.models.test_gemma import gemma_dir  # noqa: F401  (a fixture)
 
@@ -138,3 +138,52 @@ def test_imported_adapter_gives_the_same_model_and_a_foreign_one_is_refused(requ
     with pytest.raises(ValueError, match="target_modules"):
         peft_files.load_adapter(fresh, tmp_path / "adapter",
                                 LoraConfig(rank=4, alpha=8.0, targets=["q_proj", "v_proj"]))
+
+
+def brute_force_nf4(kernel, block):
+    """QLoRA's NF4 by hand: blocks of `block` inputs per output column, each weight the nearest NF4
+    level of w / max|w| over its block, times that max. kernel [in, out] (numpy)."""
+    w = kernel.reshape(-1, block, kernel.shape[-1])
+    absmax = np.abs(w).max(axis=1, keepdims=True)
+    levels = quantised.NF4_LEVELS
+    nearest = levels[np.abs(w[..., None] / absmax[..., None] - levels).argmin(-1)]
+    return (nearest * absmax).reshape(kernel.shape)
+
+
+@pytest.mark.parametrize("kind", ["int8", "nf4"])
+def test_quantised_base_dequantises_to_the_rule_and_stays_near_the_fp_model(kind, request):
+    path, _ = model_dir("qwen3", request)
+    model = adapted(path)
+    tokens = np.random.default_rng(4).integers(0, VOCAB, (2, 9))
+    fp_logits = our_logits(model, tokens)
+    stacked = {name: np.asarray(getattr(getattr(model.layers, lora.PROJECTIONS[name][0]), name)[...])
+               for name in lora.PROJECTIONS}
+    quantised.quantise_base(model, kind, lora.PROJECTIONS)
+    worst_rule = 0.0
+    for name, (module_path, _, n_in) in lora.PROJECTIONS.items():
+        module = getattr(model.layers, module_path)
+        assert not hasattr(module, name) and getattr(module, f"{name}_codes")[...].dtype == \
+            (np.int8 if kind == "int8" else np.uint8)
+        got = np.asarray(quantised.kernel(module, name))
+        w = stacked[name]
+        for layer in range(w.shape[0]):
+            flat = w[layer].reshape(int(np.prod(w.shape[1:1 + n_in])), -1)
+            if kind == "nf4":
+                block = 64 if flat.shape[0] % 64 == 0 else flat.shape[0]
+                want = brute_force_nf4(flat, block)
+            else:
+                scale = np.maximum(np.abs(flat).max(0, keepdims=True), 1e-12) / 127
+                want = np.clip(np.round(flat / scale), -127, 127) * scale
+            worst_rule = max(worst_rule, float(np.abs(got[layer].reshape(flat.shape) - want).max()))
+    q_logits = our_logits(model, tokens)
+    drift = float(np.abs(q_logits - fp_logits).max())
+    print(f"{kind}: max |dequantised - rule| = {worst_rule:.2e}; logits move by {drift:.3f}")
+    assert worst_rule <= 1e-6
+    assert drift < (0.05 if kind == "int8" else 1.0)
+    # the merged export of a quantised model is the adapted model: dequantised base + adapters
+    merged = lora.merge_adapters(model)
+    merge_diff = float(np.abs(our_logits(merged, tokens) - q_logits).max())
+    assert merge_diff <= TOL, merge_diff
+    # and adapters over a quantised base still train: a nonzero gradient for A and B
+    _, grads = our_logits_and_grads(model, tokens)
+    assert all(np.any(g) for g in grads.values())
