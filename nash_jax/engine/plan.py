@@ -4,7 +4,9 @@ The model is built abstractly (`nnx.eval_shape`), the train state too (`jax.eval
 optimiser's init), and every array is sharded by the rules table (parallel.py) on the config's mesh.
 Per device:
 
-  parameters   Σ shard bytes of the parameters, from their partition specs on the mesh (exact)
+  frozen       with model.lora: the frozen base at its dtype (int8/nf4 codes and scales), plus one
+               layer's kernels dequantised to fp32, forward and backward, for a quantised one
+  parameters   Σ shard bytes of the trained parameters (with LoRA: the adapters) on the mesh (exact)
   optimizer    Σ shard bytes of the optimiser slots, sharded like their parameters (exact)
   gradients    one gradient per parameter in its dtype, plus the fp32 accumulator of micro-batches
                when train.micro_batches > 1 (exact for train/steps.py's loss_and_grads)
@@ -27,20 +29,20 @@ unpacks from a run config; nothing here reads one.
 """
 
 import dataclasses
-import json
 import math
 import sys
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
 from jax.sharding import AbstractMesh
 
 from nash_jax import parallel
 from nash_jax.config import parse_bytes
+from nash_jax.engine.plan_text import gib, shortfall, size_text, table, to_json  # noqa: F401
 from nash_jax.models import hf
-from nash_jax.models.llama import Llama, LlamaConfig
+from nash_jax.models import lora as lora_lib
+from nash_jax.models.llama import LlamaConfig
 from nash_jax.tasks import registry as builtin_models
 from nash_jax.config import OptimizerConfig
 from nash_jax.train import make_optimizer
@@ -61,20 +63,7 @@ PRESETS = {
                         tie_word_embeddings=True),
 }
 
-_TERMS = ("parameters", "optimizer", "gradients", "update", "activations")
 PLAN_STEPS = 1000  # the schedule's length changes no memory: any will do
-
-
-def gib(n):
-    return n / 2**30
-
-
-def size_text(n):
-    """Bytes as a readable size: 1.50 GiB, 12.0 MiB, 640 B."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= scale:
-            return f"{n / scale:.{2 if unit == 'GiB' else 1}f} {unit}"
-    return f"{n} B"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -143,13 +132,20 @@ class PlanInputs:
     sampling_temperature: float = 1.0  # a tempered objective's step divides its logits by it
     device_memory: str | None = None  # mesh.device_memory as written ("80GiB"), None: ask the device
     batch_sizes: dict = dataclasses.field(default_factory=dict)  # {what: examples}: must split over the mesh
+    lora: object = None  # the model.lora section: adapters over a frozen (maybe quantised) base
 
 
-def abstract_train_state(llama, optimizer, mesh):
-    """(ModelDef, TrainState of ShapeDtypeStructs carrying their shardings, TrainState of shardings)."""
-    from nash_jax.train.state import TrainState, split_model, train_state_shardings
+def abstract_train_state(llama, optimizer, mesh, lora=None):
+    """(ModelDef, TrainState of ShapeDtypeStructs carrying their shardings, TrainState of shardings);
+    with a model.lora section the state's parameters are the adapters, and the ModelDef's frozen base
+    is sharded ShapeDtypeStructs too."""
+    from nash_jax.train.state import TrainState, param_shardings, split_model, train_state_shardings
 
-    model_def, params = split_model(nnx.eval_shape(lambda: Llama(llama, rngs=nnx.Rngs(0))))
+    model_def, params = split_model(lora_lib.abstract_model(llama, lora))
+    if model_def.frozen is not None:
+        model_def = model_def.with_frozen(jax.tree.map(
+            lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), model_def.frozen,
+            param_shardings(model_def.frozen, mesh)))
     shardings = train_state_shardings(params, optimizer, mesh)
     shapes = TrainState(params=params, opt_state=jax.eval_shape(optimizer.init, params),
                         step=jax.ShapeDtypeStruct((), jnp.int32),
@@ -202,15 +198,16 @@ def plan(inputs, *, devices=None, device_memory=None, compile_step=True):
     parallel.check_batch_sizes(inputs.batch_sizes, inputs.micro_batches, sizes["data"] * sizes["fsdp"])
     abstract = AbstractMesh(tuple(sizes[a] for a in parallel.MESH_AXES), parallel.MESH_AXES)
     tx, _ = make_optimizer(inputs.optimizer, PLAN_STEPS)
-    _, state, _ = abstract_train_state(llama, tx, abstract)
+    model_def, state, _ = abstract_train_state(llama, tx, abstract, inputs.lora)
     rows = rows_per_device(step, inputs.micro_batches, sizes["data"] * sizes["fsdp"])
-    terms = memory_terms(llama, state, rows, step.length, inputs, sizes["tensor"])
+    terms = memory_terms(llama, state, rows, step.length, inputs, sizes["tensor"], model_def.frozen)
     memory, memory_source = _device_memory(inputs.device_memory, device_memory)
     result = {
         "model": inputs.source,
         "parameters_count": sum(math.prod(p.shape) for p in jax.tree.leaves(state.params)),
         "dtype": llama.dtype, "param_dtype": llama.param_dtype, "remat": llama.remat,
         "optimizer": inputs.optimizer.name, "objective": step.objective,
+        "lora": None if inputs.lora is None else {"rank": inputs.lora.rank, "base": inputs.lora.base},
         "mesh": sizes, "devices": devices, "batch_size": step.rows,
         "micro_batches": inputs.micro_batches, "rows_per_device": rows, "length": step.length,
         "logprob_chunk": inputs.logprob_chunk,
@@ -235,12 +232,18 @@ def rows_per_device(step, micro_batches, shards):
     return max(1, step.rows // (micro_batches * shards)) * per_example
 
 
-def memory_terms(llama, state, rows, length, inputs, tensor):
+def memory_terms(llama, state, rows, length, inputs, tensor, frozen=None):
     """{term: bytes per device} of the analytic plan (the module's docstring says what each is)."""
     params = per_device_bytes(state.params)
+    dequantised = 0
+    if inputs.lora is not None and inputs.lora.base != "none":  # one layer's kernels in fp32, twice
+        e, i, h, kv, d = (llama.hidden_size, llama.intermediate_size, llama.num_heads,
+                          llama.num_kv_heads, llama.head_dim)
+        dequantised = 2 * 4 * (e * (2 * h + 2 * kv) * d + 3 * e * i) // tensor
     grads = params + (sum(math.prod(p.sharding.shard_shape(p.shape)) * 4
                           for p in jax.tree.leaves(state.params)) if inputs.micro_batches > 1 else 0)
-    return {"parameters": params, "optimizer": per_device_bytes(state.opt_state),
+    return {"frozen": (per_device_bytes(frozen) if frozen is not None else 0) + dequantised,
+            "parameters": params, "optimizer": per_device_bytes(state.opt_state),
             "gradients": grads, "update": params,
             "activations": activation_bytes(llama, rows, length, inputs.logprob_chunk, tensor)}
 
@@ -312,74 +315,12 @@ def compiled_step_memory(inputs, sizes):
     tx, schedule = make_optimizer(inputs.optimizer, PLAN_STEPS)
     mesh = parallel.make_mesh(sizes["data"], sizes["fsdp"], sizes["tensor"],
                               devices=jax.devices()[:math.prod(sizes.values())])
-    model_def, state, shardings = abstract_train_state(inputs.llama, tx, mesh)
+    model_def, state, shardings = abstract_train_state(inputs.llama, tx, mesh, inputs.lora)
     compiled = make_step(step.objective, model_def, tx, schedule, shardings, mesh,
                          micro_batches=inputs.micro_batches, logprob_chunk=inputs.logprob_chunk,
                          sampling_temperature=inputs.sampling_temperature, **step.hyperparameters)
     batch = abstract_batch(step.objective, step.rows, step.length, mesh)
     return compiled_memory(compiled.jitted.lower(state, batch).compile())
-
-
-# ---------------------------------------------------------------------------------------------------
-# verdicts
-
-def shortfall(result):
-    """None when the plan fits (or no device memory is known), else one line naming what does not."""
-    memory = result["device_memory_bytes"]
-    if memory is None or result["fits"]:
-        return None
-    terms = {k: result[f"{k}_bytes"] for k in _TERMS}
-    largest = max(terms, key=terms.get)
-    parts = " + ".join(f"{k} {size_text(v)}" for k, v in terms.items())
-    what = (f"the compiled step needs {size_text(result['total_bytes'])} per device "
-            f"(analytic: {parts})" if result["decided_by"] == "compiled"
-            else f"{parts} = {size_text(result['total_bytes'])} per device")
-    over = result["total_bytes"] - memory
-    alone = [k for k, v in terms.items() if v > memory]
-    return (f"does not fit: {what}, {size_text(over)} over the {size_text(memory)} of device "
-            f"memory ({result['device_memory_source']}); the largest term is {largest} "
-            f"({size_text(terms[largest])})"
-            + (f"; {', '.join(alone)} alone exceed it" if alone else "")
-            + f" on mesh {result['mesh']}")
-
-
-def table(result):
-    """The plan as readable lines."""
-    memory = result["device_memory_bytes"]
-    lines = [f"model: {result['model']} ({result['parameters_count'] / 1e9:.2f} B parameters, "
-             f"{result['param_dtype']} parameters, {result['dtype']} compute, remat "
-             f"{result['remat']})",
-             f"mesh: {result['mesh']} on {result['devices']} devices; {result['optimizer']}, "
-             f"objective {result['objective']}, {result['rows_per_device']} rows × "
-             f"{result['length']} tokens per device per micro-batch "
-             f"({result['micro_batches']} micro-batches), logprob_chunk {result['logprob_chunk']}",
-             "per device                     GiB"]
-    for k in _TERMS:
-        label = "activations (estimate)" if k == "activations" else k
-        lines.append(f"  {label:<26} {gib(result[f'{k}_bytes']):9.2f}")
-    lines.append(f"  {'analytic total':<26} {gib(result['analytic_total_bytes']):9.2f}")
-    compiled = result["compiled"]
-    if compiled:
-        for k in ("argument", "output", "alias", "temp"):
-            lines.append(f"  {'compiled ' + k:<26} {gib(compiled[k]):9.2f}")
-        lines.append(f"  {'compiled total':<26} {gib(compiled['total_bytes']):9.2f}")
-        if result.get("compiled_note"):
-            lines.append(f"  ({result['compiled_note']})")
-    elif result.get("compiled_skipped"):
-        lines.append(f"  (not compiled: {result['compiled_skipped']})")
-    if memory is None:
-        lines.append("device memory: unknown (give --device-memory or mesh.device_memory)")
-    else:
-        spare = memory - result["total_bytes"]
-        verdict = (f"fits, {gib(spare):.2f} GiB to spare" if result["fits"]
-                   else f"DOES NOT FIT, {gib(-spare):.2f} GiB over")
-        lines.append(f"device memory: {gib(memory):.2f} GiB ({result['device_memory_source']}): "
-                     f"{verdict}")
-    return "\n".join(lines)
-
-
-def to_json(result):
-    return json.dumps(result)
 
 
 def check_before_loading(inputs, devices, memory):
@@ -388,7 +329,8 @@ def check_before_loading(inputs, devices, memory):
     mesh.device_memory, or what the device reports; on CPU neither says, and nothing is checked). The
     activation estimate only warns: the compiled step decides (`nash-jax plan`)."""
     result = plan(inputs, devices=devices, device_memory=memory, compile_step=False)
-    certain = sum(result[f"{k}_bytes"] for k in ("parameters", "optimizer", "gradients", "update"))
+    certain = sum(result[f"{k}_bytes"] for k in ("frozen", "parameters", "optimizer", "gradients",
+                                                  "update"))
     if certain > memory:
         result = {**result, "activations_bytes": 0, "total_bytes": certain, "fits": False}
         raise ValueError(f"the run cannot fit its devices, before any weights are read: "

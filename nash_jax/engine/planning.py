@@ -26,7 +26,7 @@ def plan_inputs(config, shape=None):
         step=recipe.plan_step(config),
         mesh={"data": m.data, "fsdp": m.fsdp, "tensor": m.tensor}, micro_batches=t.micro_batches,
         logprob_chunk=t.logprob_chunk, sampling_temperature=config.sampling.temperature,
-        device_memory=m.device_memory, batch_sizes=recipe.batch_sizes(config))
+        device_memory=m.device_memory, batch_sizes=recipe.batch_sizes(config), lora=config.model.lora)
 
 
 def plan(config, *, shape=None, **options):

@@ -341,7 +341,8 @@ class Llama(nnx.Module):
             return (x, None if kv is None else (*layer_cache[:2], kv[2])), None
 
         if cache is None and prefix is None:  # remat pays off only under a backward pass
-            layer = rematerialised(layer, c.remat, prevent_cse=not c.scan_layers)
+            layer = rematerialised(layer, c.remat, prevent_cse=not c.scan_layers,
+                                   quantised_base=quantised.is_quantised(self.layers))
         if c.scan_layers:
             xs = (state, jnp.arange(c.num_layers), jnp.asarray(windows), prefix)
             (x, kv), _ = jax.lax.scan(layer, (x, cache), xs)

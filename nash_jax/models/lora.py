@@ -146,3 +146,18 @@ def adapter_key_map():
             rules.append(loading.Rule(f"model.layers.{{layer}}.{hf_path}.{name}.lora_{hf}.weight",
                                       f"layers.{module_path}.{name}_lora_{ours}", transform))
     return loading.KeyMap(rules)
+
+
+def abstract_model(llama, section=None):
+    """The decoder of `llama` (a LlamaConfig) as abstract arrays, with the adapters and the quantised
+    base of a `model.lora` section when given (what `nash-jax plan` sizes)."""
+    from nash_jax.models.llama import Llama
+
+    def build():
+        model = Llama(llama, rngs=nnx.Rngs(0))
+        if section is not None:
+            add_adapters(model, section)
+            quantised.quantise_base(model, section.base, PROJECTIONS)
+        return model
+
+    return nnx.eval_shape(build)

@@ -33,7 +33,14 @@ def kernel(module, name):
     codes = getattr(module, f"{name}_codes", None)
     if codes is None:
         return getattr(module, name)[...]
+    # (the scanned layer's remat keeps no dequantised kernel for the backward: models/remat.py)
     return dequantise(codes[...], getattr(module, f"{name}_scale")[...], getattr(module, f"{name}_shape"))
+
+
+def is_quantised(module):
+    """Whether any projection of `module` (a model's stacked layers) is stored quantised."""
+    return any(hasattr(getattr(module, path, None), f"{name}_codes")
+               for path in ("attn", "mlp") for name in ("q_proj", "gate_proj"))
 
 
 def dequantise(codes, scale, shape):
@@ -100,7 +107,8 @@ def quantise_base(model, kind, projections):
         variable = getattr(module, name)
         value, axes = variable.get_value(), variable.get_metadata().get("logical_axes")
         codes, scale = QUANTISERS[kind](value, n_in)
-        mesh = getattr(getattr(value, "sharding", None), "mesh", None)
+        traced = isinstance(value, jax.core.Tracer)  # (nnx.eval_shape: planning)
+        mesh = None if traced else getattr(getattr(value, "sharding", None), "mesh", None)
         setattr(module, f"{name}_codes", _placed(codes, _code_axes(kind, axes, n_in), mesh))
         setattr(module, f"{name}_scale", _placed(scale, _scale_axes(kind, axes, n_in), mesh))
         setattr(module, f"{name}_shape", tuple(value.shape[1:]))
@@ -120,8 +128,10 @@ def _placed(value, axes, mesh):
 def _code_axes(kind, axes, n_in):
     if axes is None or kind == "int8":
         return axes
-    # nf4 [L, blocks, block/2, out]: the output axis keeps its rule when it is a single one
-    return (axes[0], None, None, axes[-1] if len(axes) == 2 + n_in else None)
+    # nf4 [L, blocks, block/2, out]: the blocks take the input axis's rule and the output axis keeps
+    # its own, each when it is a single one (a dimension they do not divide stays whole)
+    return (axes[0], axes[1] if n_in == 1 else None, None,
+            axes[-1] if len(axes) == 2 + n_in else None)
 
 
 def _scale_axes(kind, axes, n_in):
