@@ -39,6 +39,7 @@ from jax.sharding import AbstractMesh
 
 from nash_jax import parallel
 from nash_jax.config import parse_bytes
+from nash_jax.engine.plan_text import TERMS as _TERMS  # noqa: F401  (the terms in order)
 from nash_jax.engine.plan_text import gib, shortfall, size_text, table, to_json  # noqa: F401
 from nash_jax.models import hf
 from nash_jax.models import lora as lora_lib

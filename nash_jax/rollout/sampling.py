@@ -238,6 +238,8 @@ def _split(model, params):
     the module's own when given."""
     if params is None:
         graphdef, own, rest = nnx.split(model, nnx.Param, ...)
+        if model not in _SPLITS and not nnx.state(model, nnx.LoRAParam):
+            _SPLITS[model] = (graphdef, (rest,))
         return graphdef, (own, rest)
     if model not in _SPLITS:
         if nnx.state(model, nnx.LoRAParam):

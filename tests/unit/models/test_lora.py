@@ -187,3 +187,21 @@ def test_quantised_base_dequantises_to_the_rule_and_stays_near_the_fp_model(kind
     # and adapters over a quantised base still train: a nonzero gradient for A and B
     _, grads = our_logits_and_grads(model, tokens)
     assert all(np.any(g) for g in grads.values())
+
+
+def test_the_sampler_takes_adapters_alone_over_the_modules_base(request):
+    """Online recipes hand the sampler a train state's parameters, which with LoRA are the adapters:
+    they overlay the module's frozen base, giving what the adapted module itself samples."""
+    from nash_jax.rollout.sampling import generate
+
+    path, _ = model_dir("llama_gqa", request)
+    model = adapted(path)
+    base = lora.add_adapters(load_pretrained(path), SECTION, seed=9)  # B = 0: the base
+    args = dict(num_samples=2, max_new_tokens=5, temperature=0.0, key=jax.random.PRNGKey(0))
+    prompts = [[1, 2, 3], [4, 5]]
+    own = generate(model, prompts, **args)
+    overlaid = generate(base, prompts, params=peft_files.adapter_state(model), **args)
+    plain = generate(base, prompts, **args)
+    np.testing.assert_array_equal(overlaid.tokens, own.tokens)
+    assert np.max(np.abs(overlaid.logprobs_raw - own.logprobs_raw)) < 1e-5
+    assert not np.array_equal(plain.tokens, own.tokens), "the adapters must change what is sampled"
