@@ -72,10 +72,15 @@ def load_trainable_policy(path, model, mesh, seed, adapter_dir=None):
 
 
 def check_adapter(model):
-    """Refuse a model.lora.adapter that does not match model.lora (its config only: the tensors are
-    checked against the base when it loads), before the run directory is touched."""
-    if model.lora is not None and model.lora.adapter is not None:
-        peft_files.read_adapter_config(model.lora.adapter, model.lora)
+    """Refuse a model.lora.adapter that does not match model.lora, or whose tensors do not fit the
+    base at model.path (from its config.json: no weights read), before the run directory is touched;
+    a built-in model's base is made in the run, so its adapter's tensors are checked when it loads."""
+    if model.lora is None or model.lora.adapter is None:
+        return
+    peft_files.read_adapter_config(model.lora.adapter, model.lora)
+    if (Path(model.path) / "config.json").is_file():
+        config = hf.config_from_hf(hf.read_config(model.path), source=str(model.path))
+        peft_files.check_adapter_fits(lora.abstract_model(config, model.lora), model.lora.adapter)
 
 
 def load_policy_tokenizer(model, run):

@@ -88,17 +88,24 @@ def _same_number(a, b):
     return isinstance(a, (int, float)) and float(a) == float(b)
 
 
+def check_adapter_fits(model, path, key="model.lora.adapter"):
+    """(the adapter state of `model` (concrete or abstract), the tensor source of the PEFT adapter at
+    `path`) after checking every tensor's name and shape against it; one-line ValueError when it was
+    made for another base."""
+    state = adapter_state(model)
+    source = loading.SafetensorsSource({k: Path(path) / WEIGHTS_FILE for k in _keys(path)})
+    _, problems = loading.check_source(state, lora.adapter_key_map(), source, prefix=lora.PEFT_PREFIX)
+    if problems:
+        raise ValueError(f"{key}={str(path)!r} does not fit the model ({len(problems)} problems; "
+                         f"the first: {problems[0]}): was it trained on another base?")
+    return state, source
+
+
 def load_adapter(model, path, section, key="model.lora.adapter"):
     """Fill `model`'s adapters (added for `section`) from the PEFT adapter directory `path`, placed
     like the adapters they replace; refuses an adapter made for another base in one line."""
     read_adapter_config(path, section, key)
-    state = adapter_state(model)
-    source = loading.SafetensorsSource({k: Path(path) / WEIGHTS_FILE for k in _keys(path)})
-    plan, problems = loading.check_source(state, lora.adapter_key_map(), source,
-                                          prefix=lora.PEFT_PREFIX)
-    if problems:
-        raise ValueError(f"{key}={str(path)!r} does not fit the model ({len(problems)} problems; "
-                         f"the first: {problems[0]}): was it trained on another base?")
+    state, source = check_adapter_fits(model, path, key)
     mesh = _mesh_of(state)
     loading.load_into(state, lora.adapter_key_map(), source, mesh=mesh, prefix=lora.PEFT_PREFIX)
     nnx.update(model, state)

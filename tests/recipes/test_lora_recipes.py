@@ -86,6 +86,20 @@ def test_sppo_over_an_nf4_base_samples_and_trains_the_same_quantised_policy(tmp_
     assert all(v.dtype == np.float32 for v in merged.values())
 
 
+def test_an_imported_peft_adapter_is_pi_0(sppo_run, tmp_path):
+    """model.lora.adapter: π_0 is the base with that adapter (exported merged as RUN_DIR/initial/policy,
+    the iterate the report calls pi_0), and iteration 0 trains from it."""
+    config_path, reference_dir, _ = sppo_run
+    run_dir = tmp_path / "imported"
+    adapter = reference_dir / "iter_0" / "adapter"
+    report = engine.run(load_config(config_path, [f"run_dir={run_dir}", f"model.lora.adapter={adapter}",
+                                                  "sppo.iterations=1"]))
+    assert report["iterates"] == ["pi_0", "pi_1"]
+    assert_same_parameters(run_dir / "initial" / "policy", reference_dir / "iter_0" / "policy", atol=1e-6)
+    first = next(m for m in read_metrics(run_dir / "metrics.jsonl") if m["stage"] == "iter_0")
+    assert abs(first["log_ratio_max"]) < 1e-4 and abs(first["log_ratio_min"]) < 1e-4
+
+
 def test_sppo_lora_killed_in_training_resumes_to_the_same_adapters(sppo_run, tmp_path):
     config_path, reference_dir, _ = sppo_run
     run_dir = tmp_path / "killed"

@@ -12,7 +12,8 @@ import pytest
 import torch
 from flax import nnx
 
-from nash_jax.config import LoraConfig
+from nash_jax.config import LoraConfig, ModelConfig
+from nash_jax.engine import policy_files
 from nash_jax.models import load_pretrained, lora, peft_files, quantised, save_pretrained
 from tests.tiny_hf import torch_logits
 from tests.unit.models.test_gemma import gemma_dir  # noqa: F401  (a fixture)
@@ -133,6 +134,11 @@ def test_imported_adapter_gives_the_same_model_and_a_foreign_one_is_refused(requ
     with pytest.raises(ValueError, match=r"does not fit the model .*another base") as err:
         peft_files.load_adapter(other, tmp_path / "adapter", SECTION)
     assert "\n" not in str(err.value)
+    # and a run config naming it over that base is refused from config.json alone, before any run
+    section = LoraConfig(rank=4, alpha=8.0, adapter=str(tmp_path / "adapter"))
+    with pytest.raises(ValueError, match=r"model\.lora\.adapter=.* does not fit the model"):
+        policy_files.check_adapter(ModelConfig(path=str(gemma), lora=section))
+    policy_files.check_adapter(ModelConfig(path=str(path), lora=section))  # its own base: fine
     with pytest.raises(ValueError, match=r"has r=4; the run's model.lora expects 8"):
         peft_files.load_adapter(fresh, tmp_path / "adapter", LoraConfig(rank=8, alpha=8.0))
     with pytest.raises(ValueError, match="target_modules"):
