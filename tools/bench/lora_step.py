@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 from common import emit
 from train_step import ETA, make_batch, torch_seq_logp, torch_sppo_loss
 
@@ -28,13 +27,18 @@ TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 
 def run_jax(model_dir, batch, repeats, lora):
     import jax
-
     from common import timings
+
     from nash_jax import parallel
     from nash_jax.config import LoraConfig, OptimizerConfig
     from nash_jax.models import load_pretrained
     from nash_jax.models import lora as lora_lib
-    from nash_jax.train import init_train_state, make_logprobs, make_optimizer, make_step
+    from nash_jax.train import (
+        init_train_state,
+        make_logprobs,
+        make_optimizer,
+        make_step,
+    )
 
     mesh = parallel.make_mesh(devices=jax.devices()[:1])
     tx, schedule = make_optimizer(OptimizerConfig(name="adamw", learning_rate=LR, schedule="constant",
@@ -60,7 +64,6 @@ def run_peft(model_dir, batch, repeats):
     import peft
     import torch
     import transformers
-
     from common import timings
 
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
