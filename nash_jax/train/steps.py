@@ -165,12 +165,13 @@ class Step:
     """A jitted pure step plus the checks and placement of its batches (at the edge, not inside jit).
 
     Call as `state, metrics = step(state, batch)`; `step.jitted(state, batch)` is the bare compiled
-    function, `fn(state, batch, frozen)`, with `step.frozen` (a LoRA model's frozen base, passed as an
-    argument that is never donated, so that anchors sharing the base stay valid; None without one)
-    bound as its last argument.
+    function. With `frozen_argument`, `fn` is `fn(state, batch, frozen)` and `step.jitted` binds
+    `step.frozen` (a LoRA model's frozen base, an argument never donated, so that anchors sharing the
+    base stay valid; None without one) as its last argument.
     """
 
-    def __init__(self, name, shapes, fn, mesh, micro_batches, state_shardings=None, extra_keys=False):
+    def __init__(self, name, shapes, fn, mesh, micro_batches, state_shardings=None, extra_keys=False,
+                 frozen_argument=False):
         self.name, self.shapes, self.mesh, self.micro_batches = name, shapes, mesh, micro_batches
         self.extra_keys = extra_keys  # ignore keys beyond `shapes` instead of refusing them
         self.batch_shardings = {f: parallel.batch_sharding(mesh, len(shape))
@@ -178,13 +179,15 @@ class Step:
         self.frozen = None
         replicated = NamedSharding(mesh, PartitionSpec())
         fn = parallel.traced_on(mesh, fn)  # activations keep their rows sharded (parallel.rows_sharded)
+        frozen = (None,) if frozen_argument else ()
         if state_shardings is None:  # a read-only function of (params, batch)
-            compiled = jax.jit(fn, in_shardings=(None, self.batch_shardings, None),
-                               out_shardings=replicated)
+            self.jitted = jax.jit(fn, in_shardings=(None, self.batch_shardings, *frozen),
+                                  out_shardings=replicated)
         else:
-            compiled = jax.jit(fn, in_shardings=(state_shardings, self.batch_shardings, None),
-                               out_shardings=(state_shardings, replicated), donate_argnums=0)
-        self.jitted = WithFrozen(compiled, self)
+            self.jitted = jax.jit(fn, in_shardings=(state_shardings, self.batch_shardings, *frozen),
+                                  out_shardings=(state_shardings, replicated), donate_argnums=0)
+        if frozen_argument:
+            self.jitted = WithFrozen(self.jitted, self)
 
     def __call__(self, state, batch):
         return self.jitted(state, self.place(batch))
@@ -305,7 +308,8 @@ def make_step(objective, model_def, optimizer, schedule, shardings, mesh, *, mic
             loss_fn = partial(objective_loss, spec, hyperparameters, model_def.with_frozen(frozen),
                               logprob_chunk=logprob_chunk, temperature=temperature)
             return _update(loss_fn, optimizer, schedule, micro_batches, state, batch)
-        return Step(f"{spec.name}_step", spec.batch_shapes, fn, mesh, micro_batches, shardings)
+        return Step(f"{spec.name}_step", spec.batch_shapes, fn, mesh, micro_batches, shardings,
+                    frozen_argument=True)
 
     leaves, structure = jax.tree.flatten(shardings)
     key = (objective, tuple(sorted(hyperparameters.items())), optimizer, schedule, micro_batches,
@@ -323,7 +327,7 @@ def make_logprobs(model_def, mesh, logprob_chunk=DEFAULT_LOGPROB_CHUNK):
         def fn(params, batch, frozen):
             return policy_logprobs(model_def.with_frozen(frozen), params,
                                    *(batch[f] for f in TOKEN_FIELDS), logprob_chunk=logprob_chunk)
-        return Step("logprobs", LOGPROB_SHAPES, fn, mesh, 1, extra_keys=True)
+        return Step("logprobs", LOGPROB_SHAPES, fn, mesh, 1, extra_keys=True, frozen_argument=True)
 
     return _cached(_model_key(model_def, mesh) + ("logprobs", logprob_chunk), build, model_def.frozen)
 

@@ -211,3 +211,35 @@ def test_the_sampler_takes_adapters_alone_over_the_modules_base(request):
     np.testing.assert_array_equal(overlaid.tokens, own.tokens)
     assert np.max(np.abs(overlaid.logprobs_raw - own.logprobs_raw)) < 1e-5
     assert not np.array_equal(plain.tokens, own.tokens), "the adapters must change what is sampled"
+
+
+def test_a_lora_train_state_holds_adapters_only_and_steps_leave_the_shared_base_intact(request):
+    """The optimiser state exists for the adapters only; the frozen base is an argument of the step,
+    never donated, so a policy sharing it (an anchor: the base with other adapters) stays valid."""
+    from nash_jax import parallel
+    from nash_jax.config import OptimizerConfig
+    from nash_jax.train import init_train_state, make_optimizer, make_step
+
+    path, _ = model_dir("llama_gqa", request)
+    model = lora.add_adapters(load_pretrained(path), SECTION)
+    mesh = parallel.make_mesh(devices=jax.devices()[:1])
+    tx, schedule = make_optimizer(OptimizerConfig(name="adamw", learning_rate=1e-2), 10)
+    model_def, state, shardings = init_train_state(model, tx, mesh=mesh)
+    paths = [".".join(map(str, p)) for p, _ in nnx.to_flat_state(state.params)]
+    assert len(paths) == 2 * 7 and all("_lora_" in p for p in paths), paths
+    opt_bytes = sum(x.nbytes for x in jax.tree.leaves(state.opt_state))
+    adapter_bytes = sum(x.nbytes for x in jax.tree.leaves(state.params))
+    assert opt_bytes <= 2 * adapter_bytes + 64  # Adam's two moments of the adapters, and a count
+    base_before = [np.asarray(x) for x in jax.tree.leaves(model_def.frozen)]
+    anchor = model_def.merge(jax.tree.map(jnp.copy, state.params))  # the base with π_0's adapters
+    tokens = np.random.default_rng(5).integers(1, VOCAB, (4, 10))
+    batch = {"tokens": tokens, "segment_ids": np.ones_like(tokens), "loss_mask": np.ones_like(tokens, bool),
+             "anchor_logp": np.zeros(4, np.float32), "win_rate": np.asarray([0.9, 0.1, 0.7, 0.3], np.float32)}
+    step = make_step("sppo", model_def, tx, schedule, shardings, mesh, eta=1.0)
+    for _ in range(2):
+        state, metrics = step(state, batch)
+    assert float(metrics["skipped"]) == 0 and float(metrics["grad_norm"]) > 0
+    for before, after in zip(base_before, jax.tree.leaves(model_def.frozen)):
+        assert np.array_equal(before, np.asarray(after))
+    moved = model_def.merge(state.params)
+    assert np.abs(our_logits(moved, tokens) - our_logits(anchor, tokens)).max() > 1e-4
