@@ -14,7 +14,13 @@ from flax import nnx
 
 from nash_jax.config import LoraConfig, ModelConfig
 from nash_jax.engine import policy_files
-from nash_jax.models import load_pretrained, lora, peft_files, quantised, save_pretrained
+from nash_jax.models import (
+    load_pretrained,
+    lora,
+    peft_files,
+    quantised,
+    save_pretrained,
+)
 from tests.tiny_hf import torch_logits
 from tests.unit.models.test_gemma import gemma_dir  # noqa: F401  (a fixture)
 
@@ -203,7 +209,7 @@ def test_the_sampler_takes_adapters_alone_over_the_modules_base(request):
     path, _ = model_dir("llama_gqa", request)
     model = adapted(path)
     base = lora.add_adapters(load_pretrained(path), SECTION, seed=9)  # B = 0: the base
-    args = dict(num_samples=2, max_new_tokens=5, temperature=0.0, key=jax.random.PRNGKey(0))
+    args = {"num_samples": 2, "max_new_tokens": 5, "temperature": 0.0, "key": jax.random.PRNGKey(0)}
     prompts = [[1, 2, 3], [4, 5]]
     own = generate(model, prompts, **args)
     overlaid = generate(base, prompts, params=peft_files.adapter_state(model), **args)
