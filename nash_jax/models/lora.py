@@ -117,8 +117,9 @@ def merge_adapters(model):
     for name in adapters_of(out):
         module_path, _, n_in = PROJECTIONS[name]
         module = getattr(out.layers, module_path)
-        if hasattr(module, f"{name}_codes"):  # a quantised base: the merged kernel in fp32
-            quantised.restore(module, name, merged_kernel(module, name, n_in))
+        if hasattr(module, f"{name}_codes"):  # a quantised base: dequantised + A B, in param_dtype
+            quantised.restore(module, name,
+                              merged_kernel(module, name, n_in).astype(out.config.param_dtype))
         else:
             getattr(module, name).set_value(merged_kernel(module, name, n_in))
         delattr(module, f"{name}_lora_a")
