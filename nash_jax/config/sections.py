@@ -47,6 +47,9 @@ class LoraConfig:
                              "fp weights (the dequantised base plus the adapters, which differ from the "
                              f"original base by the quantisation error); set {prefix}."
                              "merged_from_quantised=true to accept that")
+        if self.merged_from_quantised and self.base == "none":
+            raise ValueError(f"{prefix}.merged_from_quantised=true: {prefix}.base is none, so there is "
+                             "no quantised base to merge; leave it unset")
         if self.dropout:
             raise ValueError(f"{prefix}.dropout={self.dropout!r}; only 0 is supported so far (the "
                              "training step draws no dropout masks)")

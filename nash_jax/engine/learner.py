@@ -120,7 +120,7 @@ class OnlineLearner:
         policy_files.export_policy(policy, directory, self.tokenizer_dir)
         if self.config.model.lora is not None:
             policy_files.export_adapter(policy, adapter_dir(directory), self.config.model.lora,
-                                        base_name=self.config.model.path)
+                                        base_name=policy_files.adapter_base(self.config.model, self.run_dir))
 
     # ------------------------------------------------------------------------------------------------
     # the stage

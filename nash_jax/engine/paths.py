@@ -5,6 +5,7 @@ from pathlib import Path
 
 from nash_jax import judges, tasks
 from nash_jax.config import BUILTIN_SYNTHETIC
+from nash_jax.engine import policy_files
 from nash_jax.models import hf
 from nash_jax.models.tokenizer import tokenizer_problem
 from nash_jax.tasks import registry as builtin_models
@@ -24,6 +25,7 @@ def check_paths(config, recipe_models=(BUILTIN_SYNTHETIC,)):
         if problem := tokenizer_problem(path):
             raise FileNotFoundError(f"{key}={path}: {problem}; expected a local tokenizer directory "
                                     "(set model.tokenizer to one if the model's has none)")
+    policy_files.check_adapter(config.model)  # a PEFT adapter to start from, in every recipe
     if config.data.path not in tasks.BUILTIN_PROMPTS and not Path(config.data.path).exists():
         raise FileNotFoundError(f"data.path={config.data.path}: does not exist; expected a local prompt "
                                 f"file or directory, or one of {', '.join(tasks.BUILTIN_PROMPTS)}")

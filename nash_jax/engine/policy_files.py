@@ -71,6 +71,12 @@ def load_trainable_policy(path, model, mesh, seed, adapter_dir=None):
     return quantised.quantise_base(policy, model.lora.base, lora.PROJECTIONS)
 
 
+def adapter_base(model, run):
+    """The base an exported adapter goes over (its adapter_config's base_model_name_or_path): the
+    absolute path of π_0's directory before any adapter, a run's warm start where it made one."""
+    return str(Path(initial_policy_dir(model.path, run)).resolve())
+
+
 def check_adapter(model):
     """Refuse a model.lora.adapter that does not match model.lora, or whose tensors do not fit the
     base at model.path (from its config.json: no weights read), before the run directory is touched;

@@ -41,6 +41,10 @@ def check_warm_start(config, recipe):
     if w.fit_model and builtin:
         raise ValueError(f"warm_start.fit_model=true: model.path={config.model.path} is a built-in model, "
                          "which is always warm-started; leave it unset")
+    if w.fit_model and config.model.lora is not None:
+        raise ValueError("warm_start.fit_model=true with model.lora: the fit would train every weight of "
+                         "model.path, not adapters; fit first without model.lora, then start LoRA from "
+                         "that run's init/policy")
     if w.fit_model and not recipe.fits_model_dirs:
         raise ValueError(f"warm_start.fit_model=true: recipe {recipe.name} has no demonstrations to fit a "
                          "model directory on; leave it unset")

@@ -65,9 +65,11 @@ def add_adapters(model, lora, seed=0):
         value, axes = kernel.get_value(), kernel.get_metadata().get("logical_axes")
         layers, in_shape, out_shape = value.shape[0], value.shape[1:1 + n_in], value.shape[1 + n_in:]
         bound = 1.0 / math.sqrt(math.prod(in_shape))
+        # fp32 whatever the base's dtype, as PEFT/QLoRA keep them: a bf16 adapter would round away
+        # the small steps of a low learning rate (the forward casts them to the compute dtype)
         a = jax.random.uniform(jax.random.fold_in(key, i), (layers, *in_shape, lora.rank),
-                               jnp.float32, -bound, bound).astype(value.dtype)
-        b = jnp.zeros((layers, lora.rank, *out_shape), value.dtype)
+                               jnp.float32, -bound, bound)
+        b = jnp.zeros((layers, lora.rank, *out_shape), jnp.float32)
         a_axes = (axes[0], *axes[1:1 + n_in], RANK_AXIS) if axes else None
         b_axes = (axes[0], RANK_AXIS, *axes[1 + n_in:]) if axes else None
         setattr(module, f"{name}_lora_a", nnx.LoRAParam(a, logical_axes=a_axes))

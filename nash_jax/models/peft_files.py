@@ -77,6 +77,10 @@ def read_adapter_config(path, section, key="model.lora.adapter"):
         if got != value and not (name == "lora_alpha" and _same_number(got, value)):
             raise ValueError(f"{key}: {config_path} has {name}={got!r}; the run's model.lora "
                              f"expects {value!r}")
+    for name in ("rank_pattern", "alpha_pattern"):  # per-module ranks or scalings: not one LoRA section
+        if config.get(name):
+            raise ValueError(f"{key}: {config_path} has {name}={config[name]!r}; expected none (one rank "
+                             "and alpha for every target, as model.lora has)")
     got_targets = config.get("target_modules")
     if sorted(got_targets or []) != sorted(section.targets):
         raise ValueError(f"{key}: {config_path} has target_modules={got_targets!r}; the run's "

@@ -171,7 +171,7 @@ def iteration(config, run, t, prompts, tokenizer, judge, mesh):
                              tokenizer_dir=policy_files.tokenizer_source(config.model, run))
     if config.model.lora is not None:
         policy_files.export_adapter(model, run / it / "adapter", config.model.lora,
-                                    base_name=config.model.path)
+                                    base_name=policy_files.adapter_base(config.model, run))
     run.finish(f"{it}/train", [f"{it}/policy"] + ([f"{it}/adapter"] if config.model.lora else []))
 
 
@@ -253,7 +253,6 @@ def train(config, run, t, model, rows, mesh, tokenizer):
 
 
 def check(config):
-    policy_files.check_adapter(config.model)
     if config.sampling.num_samples < 2:
         raise ValueError(f"sampling.num_samples={config.sampling.num_samples}; expected ≥ 2 for SPPO "
                          "(win rates compare each prompt's samples with each other)")

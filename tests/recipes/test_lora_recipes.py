@@ -123,6 +123,7 @@ def test_sppo_lora_killed_in_training_resumes_to_the_same_adapters(sppo_run, tmp
     ({"adapter": "/nonexistent"}, r"model\.lora\.adapter='/nonexistent': expected a PEFT adapter"),
     ({"base": "nf4"}, r"model\.lora\.base=nf4: every recipe exports its iterates as merged fp weights"),
     ({"dropout": 0.1}, r"model\.lora\.dropout=0\.1; only 0 is supported"),
+    ({"merged_from_quantised": True}, r"model\.lora\.merged_from_quantised=true: model\.lora\.base is none"),
 ])
 def test_bad_lora_settings_are_one_line_before_the_run_directory_exists(tmp_path, lora, message):
     result = run_cli(lora_config(tmp_path, **lora), tmp_path / "run")

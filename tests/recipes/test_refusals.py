@@ -74,6 +74,9 @@ def test_warm_start_fit_model_applies_only_to_a_model_directory_in_a_recipe_with
     with pytest.raises(ValueError, match=r"warm_start.fit_model=true: recipe sppo has no demonstrations"):
         engine.run(load_config(small_config(tmp_path), ["warm_start.fit_model=true", run_dir,
                                                         f"model.path={tmp_path}"]))
+    with pytest.raises(ValueError, match=r"warm_start.fit_model=true with model.lora: the fit would train "
+                                         r"every weight"):
+        engine.run(load_config(CONFIGS / "smollm2_ssr.yaml", ["model.lora={rank: 4}", run_dir]))
     assert not (tmp_path / "run").exists()
 
 

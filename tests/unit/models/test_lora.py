@@ -150,6 +150,12 @@ def test_imported_adapter_gives_the_same_model_and_a_foreign_one_is_refused(requ
     with pytest.raises(ValueError, match="target_modules"):
         peft_files.load_adapter(fresh, tmp_path / "adapter",
                                 LoraConfig(rank=4, alpha=8.0, targets=["q_proj", "v_proj"]))
+    # per-module ranks or scalings are not one model.lora section: refused, not silently mis-scaled
+    import json
+    config_file = tmp_path / "adapter" / "adapter_config.json"
+    config_file.write_text(json.dumps({**json.loads(config_file.read_text()), "alpha_pattern": {"q_proj": 16}}))
+    with pytest.raises(ValueError, match=r"has alpha_pattern=\{'q_proj': 16\}; expected none"):
+        peft_files.load_adapter(fresh, tmp_path / "adapter", SECTION)
 
 
 def brute_force_nf4(kernel, block):
