@@ -19,6 +19,7 @@ Steps are cached: asking again for the same objective, hyperparameters, model ar
 the step already compiled, so that an iterative recipe compiles its step once, not once per iteration.
 """
 
+import copy
 import math
 from functools import partial
 
@@ -191,6 +192,16 @@ class Step:
 
     def __call__(self, state, batch):
         return self.jitted(state, self.place(batch))
+
+    def bound(self, frozen):
+        """This step (the same compiled program) with `frozen` as its base: a copy, so that the cached
+        step never holds a base alive after its caller is done with it. Without a base (a full model),
+        the step itself."""
+        if frozen is None or not isinstance(self.jitted, WithFrozen):
+            return self
+        bound = copy.copy(self)
+        bound.frozen, bound.jitted = frozen, WithFrozen(self.jitted.compiled, bound)
+        return bound
 
     def place(self, batch):
         """Check this process's rows of a batch and turn them into global arrays sharded over
@@ -367,10 +378,10 @@ def _model_key(model_def, mesh):
 
 def _cached(key, build, frozen=None):
     """The step of `key` (built once), bound to `frozen`: a LoRA model's base is an argument of the
-    compiled program, not part of its key, so that a base loaded again (each SPPO iteration) reuses it."""
+    compiled program, not part of its key, so that a base loaded again (each SPPO iteration) reuses it;
+    the cache keeps the unbound step, so that it never holds an old base on the device."""
     if key not in _STEPS:
         if len(_STEPS) >= 32:
             _STEPS.pop(next(iter(_STEPS)))
         _STEPS[key] = build()
-    _STEPS[key].frozen = frozen
-    return _STEPS[key]
+    return _STEPS[key].bound(frozen)

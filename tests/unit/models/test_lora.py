@@ -255,3 +255,33 @@ def test_a_lora_train_state_holds_adapters_only_and_steps_leave_the_shared_base_
         assert np.array_equal(before, np.asarray(after))
     moved = model_def.merge(state.params)
     assert np.abs(our_logits(moved, tokens) - our_logits(anchor, tokens)).max() > 1e-4
+
+
+def test_a_step_asked_for_again_over_another_base_compiles_once_and_leaves_the_first_on_its_base(request):
+    """Each SPPO iteration loads its base again: the compiled program is reused, but each caller's step
+    keeps its own base (asking again must not move an earlier step onto the new one)."""
+    from nash_jax import parallel
+    from nash_jax.config import OptimizerConfig
+    from nash_jax.train import init_train_state, make_logprobs, make_optimizer
+
+    path, _ = model_dir("llama_gqa", request)
+    mesh = parallel.make_mesh(devices=jax.devices()[:1])
+    tx, _ = make_optimizer(OptimizerConfig(name="adamw", learning_rate=1e-2), 10)
+    tokens = np.random.default_rng(6).integers(1, VOCAB, (2, 8))
+    batch = {"tokens": tokens, "segment_ids": np.ones_like(tokens), "loss_mask": np.ones_like(tokens, bool)}
+    steps, params = [], []
+    for scale in (1.0, 1.5):
+        model = lora.add_adapters(load_pretrained(path), SECTION)
+        for _, variable in nnx.to_flat_state(nnx.state(model, nnx.Param)):
+            variable.set_value(variable.get_value() * scale)  # another base, the same architecture
+        model_def, state, _ = init_train_state(model, tx, mesh=mesh)
+        steps.append(make_logprobs(model_def, mesh))
+        params.append(state.params)
+    first, second = steps
+    assert first.jitted.compiled is second.jitted.compiled
+    assert first.frozen is not second.frozen
+    assert not np.allclose(np.asarray(first(params[0], batch)), np.asarray(second(params[1], batch)))
+    again = lora.add_adapters(load_pretrained(path), SECTION)
+    again_def, again_state, _ = init_train_state(again, tx, mesh=mesh)
+    want = np.asarray(make_logprobs(again_def, mesh)(again_state.params, batch))
+    np.testing.assert_allclose(np.asarray(first(params[0], batch)), want, rtol=1e-6, atol=1e-6)
