@@ -12,7 +12,9 @@ Log-probs come three ways for every sampled token:
 Tokens after EOS are padding and carry log-prob 0.
 """
 
+import json
 import weakref
+from pathlib import Path
 
 import flax.struct
 import jax
@@ -328,10 +330,19 @@ def mixture_generate(policy, reference, beta, prompts, *, num_samples=1, max_new
 
 
 def eos_ids_of(tokenizer):
-    """The tokenizer's end-of-sequence id(s), as a sorted list (empty when it declares none)."""
-    ids = tokenizer.eos_token_id
-    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+    """The ids that end a response, as a sorted list (empty when none is declared): the tokenizer's EOS
+    and the eos_token_id of generation_config.json beside it. An instruct model often ends its turn
+    with a token other than the tokenizer's EOS (Gemma's <end_of_turn>, Llama 3's <|eot_id|>,
+    Qwen's <|im_end|>); transformers' generate and vLLM stop on generation_config's."""
+    ids = _as_ids(tokenizer.eos_token_id)
+    config = Path(getattr(tokenizer, "name_or_path", "") or "_") / "generation_config.json"
+    if config.is_file():
+        ids += _as_ids(json.loads(config.read_text()).get("eos_token_id"))
     return sorted(set(ids))
+
+
+def _as_ids(ids):
+    return [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
 
 
 def pad_id_of(tokenizer):

@@ -15,7 +15,7 @@ import transformers
 from safetensors import safe_open
 
 from nash_jax.models import load_pretrained, load_tokenizer, save_pretrained
-from nash_jax.rollout.sampling import generate_text
+from nash_jax.rollout.sampling import eos_ids_of, generate_text
 from nash_jax.models.packaged import gemma3_gguf, smollm2_gguf
 
 pytestmark = pytest.mark.long
@@ -84,7 +84,7 @@ def test_greedy_chat_decoding_equals_transformers_generate(smollm2, chat_samples
         with torch.no_grad():
             out = reference.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids),
                                      dtype=torch.long), do_sample=False, max_new_tokens=NEW_TOKENS,
-                                     eos_token_id=tokenizer.eos_token_id, pad_token_id=0)
+                                     eos_token_id=eos_ids_of(tokenizer), pad_token_id=0)
         theirs = out[0, len(ids):].numpy()
         length = samples.lengths[i, 0]
         print(f"{prompt!r} -> {responses[i][0]!r}")
@@ -177,7 +177,7 @@ def test_gemma3_fp32_logits_and_greedy_text_equal_transformers_gguf_loader(gemma
         with torch.no_grad():
             out = reference.generate(torch.tensor([prompt]), attention_mask=torch.ones(
                 1, len(prompt), dtype=torch.long), do_sample=False, max_new_tokens=24,
-                eos_token_id=tokenizer.eos_token_id, pad_token_id=0)
+                eos_token_id=eos_ids_of(tokenizer), pad_token_id=0)
         length = samples.lengths[i, 0]
         print(f"{text!r} -> {tokenizer.decode(samples.tokens[i, 0, :length])!r}")
         theirs = out[0, len(prompt):].numpy()

@@ -1,6 +1,8 @@
 """The sampler against transformers' generate, exact distributions on fixed-logit models, the geometric
 mixture, anchor log-probs, determinism across meshes, and compile-once bucketing."""
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,6 +15,7 @@ from nash_jax import parallel
 from nash_jax.rollout import sampling
 from nash_jax.core.losses import sequence_logprobs
 from nash_jax.models import load_pretrained
+from nash_jax.models.tokenizer import load_tokenizer
 from nash_jax.models.llama import Llama, LlamaConfig
 from nash_jax.parallel.padding import left_pad
 from nash_jax.rollout.sampling import generate, generate_text, mixture_generate
@@ -266,6 +269,26 @@ def test_text_helper_applies_the_chat_template_and_decodes(tmp_path):
     direct = generate(model, [prompt_ids], num_samples=1, max_new_tokens=5, key=KEY, temperature=0.0,
                       eos_token_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id)
     np.testing.assert_array_equal(direct.tokens[0, 0], samples.tokens[0, 0])
+
+
+def test_generation_configs_end_of_turn_ends_a_response_as_in_transformers(tmp_path):
+    """An instruct model's generation_config.json may end its turn with a token that is not the
+    tokenizer's EOS (Gemma's <end_of_turn>): sampling stops there too, as generate and vLLM do."""
+    write_tokenizer(tmp_path)
+    tokenizer = load_tokenizer(tmp_path)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_layers=1,
+                         num_heads=2, num_kv_heads=1, head_dim=8)
+    model = Llama(config, rngs=nnx.Rngs(0))
+    args = dict(num_samples=1, max_new_tokens=5, key=KEY, temperature=0.0)
+    _, free = generate_text(model, tokenizer, ["hello world"], **args)
+    first = int(free.tokens[0, 0, 0])
+    assert free.lengths[0, 0] > 1 and first != tokenizer.eos_token_id
+    (tmp_path / "generation_config.json").write_text(
+        json.dumps({"eos_token_id": [tokenizer.eos_token_id, first]}))
+    tokenizer = load_tokenizer(tmp_path)
+    assert sampling.eos_ids_of(tokenizer) == sorted({tokenizer.eos_token_id, first})
+    _, stopped = generate_text(model, tokenizer, ["hello world"], **args)
+    assert stopped.lengths[0, 0] == 1 and stopped.tokens[0, 0, 0] == first
 
 
 def test_bad_requests_get_clear_errors():
