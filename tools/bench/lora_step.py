@@ -119,7 +119,11 @@ def main():
     b, t = args.batch, args.length
     if args.child:
         return child(*args.child, b, t, args.repeats)
-    results = {impl: run(impl, args.model_dir, b, t, args.repeats) for impl in ("lora", "full", "peft")}
+    if not args.model_dir or not (Path(args.model_dir) / "config.json").is_file():
+        sys.exit(f"--model-dir {args.model_dir}: expected an HF directory with config.json "
+                 "(nash-jax import-gguf package:smollm2 DIR)")
+    model_dir = Path(args.model_dir).resolve()  # the children run beside this script
+    results = {impl: run(impl, model_dir, b, t, args.repeats) for impl in ("lora", "full", "peft")}
     ours = results["lora"]
     ours_s = float(np.median(ours["times"]))
     for peer_name, peer in (("full", "nash_jax full-weight SPPO step (AdamW over every parameter)"),
