@@ -350,9 +350,10 @@ def make_kl(model_def, reference_def, mesh, logprob_chunk=DEFAULT_LOGPROB_CHUNK,
     _check_logprob_chunk(logprob_chunk)
 
     def build():
-        def fn(both, batch):
+        def fn(both, batch, frozen):
             tokens, segment_ids, loss_mask = (batch[f] for f in TOKEN_FIELDS)
-            models = [d.merge(p) for d, p in zip((model_def, reference_def), both)]
+            models = [d.with_frozen(f).merge(p)
+                      for d, p, f in zip((model_def, reference_def), both, frozen or (None, None))]
             hidden = [m.hidden_states(tokens[:, :-1], segment_ids=segment_ids[:, :-1])[0] for m in models]
             kl = divergence.chunked_token_kl(
                 hidden[0], models[0].unembedding(), hidden[1], models[1].unembedding(), loss_mask[:, 1:],
@@ -360,11 +361,13 @@ def make_kl(model_def, reference_def, mesh, logprob_chunk=DEFAULT_LOGPROB_CHUNK,
                 softcap=models[0].config.final_logit_softcap,
                 reference_softcap=models[1].config.final_logit_softcap, temperature=temperature)
             return jnp.sum(kl, axis=-1)
-        return Step("kl", LOGPROB_SHAPES, fn, mesh, 1, extra_keys=True)
+        return Step("kl", LOGPROB_SHAPES, fn, mesh, 1, extra_keys=True, frozen_argument=True)
 
     key = _model_key(model_def, mesh) + _model_key(reference_def, mesh) + ("kl", logprob_chunk,
                                                                               float(temperature))
-    return _cached(key, build)
+    # LoRA bases are arguments, as in the other steps: never constants of the program, never stale
+    frozen = (model_def.frozen, reference_def.frozen)
+    return _cached(key, build, None if all(f is None for f in frozen) else frozen)
 
 
 _STEPS = {}  # key -> Step, the most recent 32

@@ -259,24 +259,31 @@ def test_a_lora_train_state_holds_adapters_only_and_steps_leave_the_shared_base_
 
 def test_a_step_asked_for_again_over_another_base_compiles_once_and_leaves_the_first_on_its_base(request):
     """Each SPPO iteration loads its base again: the compiled program is reused, but each caller's step
-    keeps its own base (asking again must not move an earlier step onto the new one)."""
+    keeps its own base (asking again must not move an earlier step onto the new one); the KL step
+    reads its bases as arguments too."""
     from nash_jax import parallel
     from nash_jax.config import OptimizerConfig
-    from nash_jax.train import init_train_state, make_logprobs, make_optimizer
+    from nash_jax.train import init_train_state, make_optimizer
+    from nash_jax.train.steps import make_kl, make_logprobs
 
     path, _ = model_dir("llama_gqa", request)
     mesh = parallel.make_mesh(devices=jax.devices()[:1])
     tx, _ = make_optimizer(OptimizerConfig(name="adamw", learning_rate=1e-2), 10)
     tokens = np.random.default_rng(6).integers(1, VOCAB, (2, 8))
     batch = {"tokens": tokens, "segment_ids": np.ones_like(tokens), "loss_mask": np.ones_like(tokens, bool)}
-    steps, params = [], []
+    plain_def, plain_state, _ = init_train_state(load_pretrained(path), tx, mesh=mesh)
+    steps, kls, params = [], [], []
     for scale in (1.0, 1.5):
         model = lora.add_adapters(load_pretrained(path), SECTION)
         for _, variable in nnx.to_flat_state(nnx.state(model, nnx.Param)):
             variable.set_value(variable.get_value() * scale)  # another base, the same architecture
         model_def, state, _ = init_train_state(model, tx, mesh=mesh)
         steps.append(make_logprobs(model_def, mesh))
+        kls.append(make_kl(model_def, plain_def, mesh))  # B = 0: KL 0 over the unscaled base only
         params.append(state.params)
+    first_kl, second_kl = (np.asarray(kl((p, plain_state.params), batch)) for kl, p in zip(kls, params))
+    np.testing.assert_allclose(first_kl, 0.0, atol=1e-5)
+    assert np.all(second_kl > 1e-3), second_kl
     first, second = steps
     assert first.jitted.compiled is second.jitted.compiled
     assert first.frozen is not second.frozen
