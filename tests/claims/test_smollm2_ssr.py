@@ -17,7 +17,9 @@ pytestmark = pytest.mark.long
 SHORTENED = ("warm_start.steps=2", "warm_start.batch_size=4", "warm_start.checkpoint_every=1",
              "ssr.steps=1", "ssr.repositories_per_step=1", "ssr.solvers_per_artifact=1",
              "ssr.anchors.eval_every=1", "ssr.anchors.heldout_bugs=2", "ssr.anchors.repositories=1",
-             "train.micro_batches=2")  # 1 × 2 × (1 + 1) = 4 rows a step
+             "train.micro_batches=2",  # 1 × 2 × (1 + 1) = 4 rows a step
+             # the 8 warm-start examples need 8 demonstrations (each one validated in the sandbox)
+             "ssr.demonstrations=8", "ssr.generated.train=8", "ssr.generated.heldout=4")
 
 
 @pytest.fixture(scope="module")
