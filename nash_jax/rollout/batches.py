@@ -13,14 +13,14 @@ def sample_rows(model, tokenizer, prompt_ids, *, num_samples, sampling, key_of, 
     """Sample `num_samples` responses per prompt (batches of sampling.prompts_per_batch) → dict of
     per-prompt columns: response_ids, responses (text), lengths, logp (Σ log π, untempered), finished."""
     columns = {"response_ids": [], "responses": [], "lengths": [], "logp": [], "finished": []}
-    pad_id = pad_id_of(tokenizer)
+    pad_id, eos_ids = pad_id_of(tokenizer), eos_ids_of(tokenizer)  # once: eos reads generation_config
     per_batch = sampling.prompts_per_batch
     bar = runs.progress(len(prompt_ids), desc, "prompt")
     for index, batch in enumerate(data.batches(prompt_ids, per_batch)):
         samples = generate(model, batch, num_samples=num_samples,
                            max_new_tokens=max_new_tokens or sampling.max_new_tokens,
                            temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-                           eos_token_ids=eos_ids_of(tokenizer), key=key_of(index), mesh=mesh,
+                           eos_token_ids=eos_ids, key=key_of(index), mesh=mesh,
                            pad_id=pad_id, batch_buckets=[per_batch])
         for b in range(len(batch)):
             ids = [samples.tokens[b, k, :samples.lengths[b, k]].tolist() for k in range(num_samples)]
