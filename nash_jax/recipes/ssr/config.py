@@ -48,6 +48,9 @@ class GeneratedConfig:
     # constants 2..max_constant: above 9, most training functions are new to the model as well, so
     # that a repair of one, too, has to copy the constant from the function's name
     max_constant: int = generated_repos.MAX_CONSTANT
+    # "descriptive": a function's name says what it computes (add_3), so a repair can copy the
+    # constant from it; "opaque": a word (kilo), so a repair has to be read off the test's asserts
+    names: Literal["descriptive", "opaque"] = "descriptive"
 
 
 @dataclass(frozen=True)

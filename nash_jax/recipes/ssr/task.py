@@ -54,7 +54,7 @@ def generated(run, split, n, config):
     g, folder = config.ssr.generated, run / "data" / "ssr" / "repos"
     if parallel.is_writer():
         generated_repos.write_repositories(folder, split, n, stage_seed(config.seed, 0, "ssr_repos"),
-                                           g.functions, g.max_constant)
+                                           g.functions, g.max_constant, g.names)
     paths = [generated_repos.path_of(folder, split, index) for index in range(n)]
     return [Repository(str(path), path) for path in paths]
 

@@ -14,6 +14,11 @@ replaced by None):
         assert add_3(2) == 5
         ...
 
+With `names="opaque"` a function is named by a word drawn per repository (`kilo`, `tango`, ...)
+instead: its name no longer gives the answer, and a repair has to be read off the failing test's
+asserts in the solver's specification (`assert kilo(2) == 5`). The functions are the same ones as
+with descriptive names for the same seed; only their names differ.
+
 A function is a (family, constant) pair, the constant from 2 to `max_constant` (9 by default). The
 pairs are split once, by a fixed hash, into those the `train` split draws from and those the `heldout`
 split draws from, so no held-out function's text occurs in a training repository: a held-out repair
@@ -46,6 +51,11 @@ MAX_CONSTANT = 9
 CONSTANTS = tuple(range(2, MAX_CONSTANT + 1))
 MODULES = ("ops", "calc", "arith", "checks", "funcs", "rules")
 SPLITS = ("train", "heldout")
+NAMINGS = ("descriptive", "opaque")
+# opaque names: words that say nothing of a family or a constant
+OPAQUE_NAMES = ("alpha", "bravo", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+                "kilo", "lima", "mike", "oscar", "papa", "quebec", "romeo", "sierra", "tango",
+                "victor", "whiskey", "xray", "yankee", "zulu")
 HELDOUT_SHARE = 4  # one (family, constant) pair in HELDOUT_SHARE is held out
 
 
@@ -59,13 +69,17 @@ def pairs(split, max_constant=MAX_CONSTANT):
     return [(f, k) for f in FAMILIES for k in range(2, max_constant + 1) if split_of(f, k) == split]
 
 
-def function_text(family, k):
+def descriptive_name(family, k):
+    return f"{family}_{k}"
+
+
+def function_text(family, k, name=None):
     expression = FAMILIES[family][0].format(k=k)
-    return f"def {family}_{k}(x):\n    return {expression}\n"
+    return f"def {name or descriptive_name(family, k)}(x):\n    return {expression}\n"
 
 
-def test_text(family, k):
-    name, expression = f"{family}_{k}", FAMILIES[family][0].format(k=k)
+def test_text(family, k, name=None):
+    name, expression = name or descriptive_name(family, k), FAMILIES[family][0].format(k=k)
     lines = []
     for offset in FAMILIES[family][1]:
         x = k + offset
@@ -84,10 +98,12 @@ def covering_test(source, line):
     raise ValueError(f"generated repositories: line {line} is in no function of the module")
 
 
-def repository_files(split, index, seed, functions=3, max_constant=MAX_CONSTANT):
+def repository_files(split, index, seed, functions=3, max_constant=MAX_CONSTANT, names="descriptive"):
     """{relative path: text} of repository `index` of `split` for `seed`."""
     if split not in SPLITS:
         raise ValueError(f"generated repositories: split {split!r}; expected one of {', '.join(SPLITS)}")
+    if names not in NAMINGS:
+        raise ValueError(f"generated repositories: names={names!r}; expected one of {', '.join(NAMINGS)}")
     if max_constant < MAX_CONSTANT:
         raise ValueError(f"generated repositories: max_constant={max_constant}; expected at least "
                          f"{MAX_CONSTANT}, the top of the default range")
@@ -103,24 +119,28 @@ def repository_files(split, index, seed, functions=3, max_constant=MAX_CONSTANT)
     for family in rng.sample(families, functions):
         chosen.append((family, rng.choice([k for f, k in available if f == family])))
     module = rng.choice(MODULES)
-    names = ", ".join(f"{f}_{k}" for f, k in sorted(chosen))
-    return {f"{module}.py": "\n\n".join(function_text(f, k) for f, k in chosen),
-            f"test_{module}.py": f"from {module} import {names}\n\n\n"
-                                 + "\n\n".join(test_text(f, k) for f, k in chosen)}
+    # drawn after the functions and the module, so that both naming schemes give the same functions
+    labels = (rng.sample(OPAQUE_NAMES, functions) if names == "opaque"
+              else [descriptive_name(f, k) for f, k in chosen])
+    imports = ", ".join(sorted(labels))
+    return {f"{module}.py": "\n\n".join(function_text(f, k, n) for (f, k), n in zip(chosen, labels)),
+            f"test_{module}.py": f"from {module} import {imports}\n\n\n"
+                                 + "\n\n".join(test_text(f, k, n) for (f, k), n in zip(chosen, labels))}
 
 
 def path_of(folder, split, index):
     return Path(folder) / f"gen_{split}_{index:03d}"
 
 
-def write_repositories(folder, split, n, seed, functions=3, max_constant=MAX_CONSTANT):
+def write_repositories(folder, split, n, seed, functions=3, max_constant=MAX_CONSTANT,
+                       names="descriptive"):
     """Write n repositories of `split` as folder/gen_SPLIT_NNN (each whole or not at all; one already
     there is kept) and return their paths."""
     out = []
     for index in range(n):
         path = path_of(folder, split, index)
         if not path.is_dir():
-            files = repository_files(split, index, seed, functions, max_constant)
+            files = repository_files(split, index, seed, functions, max_constant, names)
             write_dir_atomically(path, lambda d, files=files: [
                 (Path(d) / name).write_text(text, encoding="utf-8") for name, text in files.items()])
         out.append(path)

@@ -27,10 +27,11 @@ def _passes(function_text, test_text):
     return True
 
 
+@pytest.mark.parametrize("name", [None, "kilo"])  # descriptive, opaque
 @pytest.mark.parametrize("family", sorted(gen.FAMILIES))
-def test_each_functions_test_passes_on_it_and_fails_on_every_mutant_of_it(family):
+def test_each_functions_test_passes_on_it_and_fails_on_every_mutant_of_it(family, name):
     for k in range(2, 100):  # the default constants and a max_constant far above them
-        function, test = gen.function_text(family, k), gen.test_text(family, k)
+        function, test = gen.function_text(family, k, name), gen.test_text(family, k, name)
         assert _passes(function, test), (family, k)
         mutants = file_mutants("m.py", function)
         assert len(mutants) >= 3, (family, k, [m.description for m in mutants])
@@ -63,7 +64,32 @@ def test_the_same_seed_writes_the_same_repositories_and_their_tests_pass(tmp_pat
     assert collected and len(outcomes) == 2 and set(outcomes.values()) == {"passed"}, outcomes
 
 
+def _bodies_and_names(files):
+    module = next(text for path, text in files.items() if not path.startswith("test_"))
+    lines = module.splitlines()
+    return ([line for line in lines if line.startswith("    return")],
+            [line[4:line.index("(")] for line in lines if line.startswith("def ")])
+
+
+def test_opaque_names_rename_the_same_functions_and_say_nothing_of_them(tmp_path):
+    for split in gen.SPLITS:
+        for index in range(20):
+            plain = gen.repository_files(split, index, seed=5, functions=2)
+            opaque = gen.repository_files(split, index, seed=5, functions=2, names="opaque")
+            (bodies, described), (same_bodies, words) = _bodies_and_names(plain), _bodies_and_names(opaque)
+            assert bodies == same_bodies and plain.keys() == opaque.keys()
+            assert len(set(words)) == 2 and set(words) <= set(gen.OPAQUE_NAMES), words
+            assert not any(ch.isdigit() for word in words for ch in word)
+            for family_name in described:  # neither the family nor the constant appears anywhere
+                assert all(family_name not in text for text in opaque.values())
+    (root,) = gen.write_repositories(tmp_path, "heldout", 1, seed=5, functions=2, names="opaque")
+    outcomes, collected = run_tests(root)
+    assert collected and len(outcomes) == 2 and set(outcomes.values()) == {"passed"}, outcomes
+
+
 def test_bad_arguments_are_refused_by_name():
+    with pytest.raises(ValueError, match="names='words'; expected one of descriptive, opaque"):
+        gen.repository_files("train", 0, seed=0, names="words")
     with pytest.raises(ValueError, match="split 'test'; expected one of train, heldout"):
         gen.repository_files("test", 0, seed=0)
     with pytest.raises(ValueError, match="functions=9; expected 1 to"):
