@@ -5,6 +5,7 @@ import dataclasses
 import math
 import types
 import typing
+import warnings
 from pathlib import Path
 from typing import Literal
 
@@ -13,6 +14,7 @@ import yaml
 from nash_jax.config.domains import check_choice
 from nash_jax.config.recipes import (check_reads, check_sections, renamed, discover_recipes, recipe_names, run_config_type,
                                      section_names)
+from nash_jax.config.sections import BUILTIN_SYNTHETIC
 from nash_jax.config.yaml_files import safe_load_unique
 
 
@@ -177,7 +179,7 @@ def build_run_config(values):
     if not isinstance(imports, list) or not all(isinstance(m, str) for m in imports):
         raise ValueError(f"imports={imports!r}; expected a list of module names")
     discover_recipes(imports)
-    values = renamed(values)
+    values = builtin_count_in_path(renamed(values))
     recipe = values.get("recipe")
     if recipe is None:
         raise ValueError(f"recipe: missing; expected one of {recipe_names()}")
@@ -186,6 +188,34 @@ def build_run_config(values):
     config = build(run_config_type(recipe), values)
     check_reads(recipe, config)
     return config
+
+
+class MovedField(UserWarning):
+    """A config sets a field by the name or in the place it had before a change."""
+
+
+_OLD_BUILTIN_PROMPTS = 1024  # data.builtin_prompts' default while it was a field of its own
+
+
+def builtin_count_in_path(values):
+    """`values` with a data.builtin_prompts of before (the count of a built-in prompt set, now part of
+    data.path: builtin:arithmetic:352) moved into data.path; ValueError where data.path is a prompt
+    set of one's own and the count was set, since nothing would read it."""
+    data = values.get("data")
+    if not isinstance(data, dict) or "builtin_prompts" not in data:
+        return values
+    data = dict(data)
+    count, path = data.pop("builtin_prompts"), str(data.get("path", BUILTIN_SYNTHETIC))
+    builtin = path.startswith("builtin:") and path.count(":") == 1
+    if builtin and count != _OLD_BUILTIN_PROMPTS:
+        data["path"] = f"{path}:{count}"
+        warnings.warn(f"data.builtin_prompts={count} is now part of data.path: data.path={data['path']}",
+                      MovedField, stacklevel=3)
+    elif not builtin and count != _OLD_BUILTIN_PROMPTS:
+        raise ValueError(f"data.builtin_prompts={count}: nothing reads it with data.path={path} (the "
+                         "count of a built-in prompt set is part of data.path now, e.g. "
+                         "builtin:arithmetic:352); leave it unset")
+    return {**values, "data": data}
 
 
 def normalised(values):

@@ -92,11 +92,11 @@ class WarmStartConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    DOMAINS = {"prompts_per_iteration": AT_LEAST_1, "max_prompt_tokens": AT_LEAST_1,
-               "builtin_prompts": AT_LEAST_1}
+    DOMAINS = {"prompts_per_iteration": AT_LEAST_1, "max_prompt_tokens": AT_LEAST_1}
     path: str = BUILTIN_SYNTHETIC  # jsonl / json / parquet / arrow file, a directory of them, a
     #                                datasets.save_to_disk directory, or a built-in prompt set
-    #                                (builtin:synthetic, builtin:arithmetic; nash_jax.tasks)
+    #                                (builtin:synthetic, builtin:arithmetic: 1024 prompts;
+    #                                builtin:arithmetic:352 for 352; nash_jax.tasks)
     prompt_column: str = "prompt"
     split: str = "train"  # which split of a save_to_disk DatasetDict
     prompts_per_iteration: int | None = None  # default: the prompts left after evaluation, split evenly
@@ -104,7 +104,6 @@ class DataConfig:
     system_prompt: str | None = None
     max_prompt_tokens: int = 512  # after the chat template
     too_long: Literal["skip", "truncate_left", "error"] = "skip"
-    builtin_prompts: int = 1024  # how many prompts a built-in prompt set draws
 
 
 @dataclass(frozen=True)

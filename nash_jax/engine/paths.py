@@ -26,9 +26,10 @@ def check_paths(config, recipe_models=(BUILTIN_SYNTHETIC,)):
             raise FileNotFoundError(f"{key}={path}: {problem}; expected a local tokenizer directory "
                                     "(set model.tokenizer to one if the model's has none)")
     policy_files.check_adapter(config.model)  # a PEFT adapter to start from, in every recipe
-    if config.data.path not in tasks.BUILTIN_PROMPTS and not Path(config.data.path).exists():
+    if tasks.builtin_prompt_set(config.data.path) is None and not Path(config.data.path).exists():
         raise FileNotFoundError(f"data.path={config.data.path}: does not exist; expected a local prompt "
-                                f"file or directory, or one of {', '.join(tasks.BUILTIN_PROMPTS)}")
+                                f"file or directory, or one of {', '.join(tasks.BUILTIN_PROMPTS)} "
+                                "(NAME:N for N prompts)")
     for key, judge in (("judge", config.judge), ("eval.second_judge", config.eval.second_judge),
                        ("eval.rerank_judge", config.eval.rerank_judge)):
         if judge is not None:

@@ -12,11 +12,11 @@ def prompt_splits(prompts, run, *, eval_prompts, seed, blocks=1):
     blocks of the `prompts` section's set (data.split_prompts). A built-in prompt set
     (tasks.BUILTIN_PROMPTS) is written to RUN_DIR/data/prompts.jsonl first, and read back through
     `datasets` like any other."""
-    path = prompts.path
-    if path in tasks.BUILTIN_PROMPTS:
+    path, builtin = prompts.path, tasks.builtin_prompt_set(prompts.path) is not None
+    if builtin:
         path = run / "data" / "prompts.jsonl"
         if not path.is_file():
-            texts = tasks.builtin_prompt_texts(prompts.path, prompts.builtin_prompts, seed)
+            texts = tasks.builtin_prompt_texts(prompts.path, seed)
             runs.write_text_atomically(path, "".join(json.dumps({"prompt": p}) + "\n"
                                                             for p in texts))
         parallel.barrier("built-in prompts")
@@ -28,8 +28,7 @@ def prompt_splits(prompts, run, *, eval_prompts, seed, blocks=1):
     split_as_before = recorded is not None and "duplicates_dropped" not in recorded
     splits = data.split_prompts(texts, iterations=blocks, eval_prompts=eval_prompts,
                                 per_iteration=prompts.prompts_per_iteration, shuffle=prompts.shuffle,
-                                seed=seed, drop_duplicates=prompts.path not in tasks.BUILTIN_PROMPTS
-                                and not split_as_before)
+                                seed=seed, drop_duplicates=not builtin and not split_as_before)
     digest = hashlib.sha256(json.dumps(texts).encode()).hexdigest()
     run.check_fingerprint("prompts", digest, source=f"data.path={path}",
                           duplicates_dropped=splits.duplicates_dropped)

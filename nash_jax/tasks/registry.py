@@ -11,8 +11,9 @@ on disk. A recipe lists the names it can warm-start (`Recipe.builtin_models`).
     builtin:ssr              both SSR roles (bug artifacts, repairs) of the mutation engine, a byte BPE
                              (also named builtin:bug_injection, its name before the recipe was renamed)
 
-BUILTIN_PROMPTS: the prompt sets a config may give as `data.path` (each drawn with
-`data.builtin_prompts` prompts and the run's seed).
+BUILTIN_PROMPTS: the prompt sets a config may give as `data.path`, drawn with the run's seed:
+`builtin:synthetic` draws BUILTIN_PROMPT_COUNT prompts, `builtin:synthetic:352` draws 352 (the count is
+part of the path, so that a `data.path` of one's own leaves no count behind that nothing reads).
 
 PROPOSER_SOLVER_TASKS: the tasks `proposer_solver.task.name` may name, registered with
 selfplay.answer_sources when this module loads.
@@ -74,10 +75,28 @@ BUILTIN_PROMPTS = {
 }
 
 
-def builtin_prompt_texts(name, n, seed):
-    """The n prompts of the built-in prompt set `name` (a BUILTIN_PROMPTS key) drawn by `seed`."""
+BUILTIN_PROMPT_COUNT = 1024  # prompts a built-in set draws when data.path gives no count
+
+
+def builtin_prompt_set(path):
+    """(name, count) of data.path=`path` when it names a built-in prompt set (`builtin:NAME` or
+    `builtin:NAME:COUNT`), else None; ValueError for a built-in name with a count that is not one."""
+    if str(path) in BUILTIN_PROMPTS:
+        return str(path), BUILTIN_PROMPT_COUNT
+    name, _, count = str(path).rpartition(":")
+    if name not in BUILTIN_PROMPTS:
+        return None
+    if not count.isdigit() or int(count) < 1:
+        raise ValueError(f"data.path={path}: {count!r} is not a count of prompts; expected {name} "
+                         f"({BUILTIN_PROMPT_COUNT} prompts) or {name}:N with N ≥ 1")
+    return name, int(count)
+
+
+def builtin_prompt_texts(path, seed):
+    """The prompts of the built-in prompt set data.path=`path` names, drawn by `seed`."""
+    name, count = builtin_prompt_set(path)
     module, function = BUILTIN_PROMPTS[name]
-    return getattr(importlib.import_module(module), function)(n, seed=seed)
+    return getattr(importlib.import_module(module), function)(count, seed=seed)
 
 
 # proposer_solver.task.name -> its class, "module:Class" (imported when a run names it)

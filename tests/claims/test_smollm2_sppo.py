@@ -18,7 +18,7 @@ pytestmark = pytest.mark.long
 
 MAX_NEW_TOKENS = 8
 EVAL_PROMPTS = 8
-SHORTENED = ("sppo.iterations=1", "data.builtin_prompts=24", f"eval.prompts={EVAL_PROMPTS}",
+SHORTENED = ("sppo.iterations=1", "data.path=builtin:arithmetic:24", f"eval.prompts={EVAL_PROMPTS}",
              "sampling.prompts_per_batch=8", f"sampling.max_new_tokens={MAX_NEW_TOKENS}",
              f"eval.max_new_tokens={MAX_NEW_TOKENS}", "train.batch_size=8", "train.epochs=1",
              "train.checkpoint_every=2")

@@ -25,7 +25,7 @@ QUICKSTART = REPO / "docs" / "quickstart.md"
 TINY = {  # per config: what shrinks it to seconds (the shipped runs take minutes to hours)
     "configs/demo.yaml": [
         "warm_start.steps=16", "warm_start.batch_size=16", "warm_start.hidden_size=32",
-        "data.builtin_prompts=40", "sampling.num_samples=3", "sampling.max_new_tokens=6",
+        "data.path=builtin:synthetic:40", "sampling.num_samples=3", "sampling.max_new_tokens=6",
         "sampling.prompts_per_batch=16", "judge.prompts_per_call=16", "train.batch_size=8",
         "train.epochs=1", "train.checkpoint_every=4", "sppo.iterations=1", "eval.prompts=8",
         "eval.samples_per_prompt=2", "eval.average_iterates=false"],

@@ -17,7 +17,7 @@ REPO = Path(__file__).parents[2]
 # Sizes keep every batch a multiple of the 8 test devices (the mesh is fsdp over all of them).
 SMALL = {
     "warm_start": {"steps": 16, "batch_size": 16, "hidden_size": 32},
-    "data": {"builtin_prompts": 56},
+    "data": {"path": "builtin:synthetic:56"},
     "sampling": {"max_new_tokens": 8, "prompts_per_batch": 16},
     "judge": {"prompts_per_call": 16},
     "train": {"checkpoint_every": 4},

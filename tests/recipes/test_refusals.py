@@ -91,3 +91,12 @@ def test_pi_0_is_the_runs_fit_of_a_model_directory_once_it_exists(tmp_path):
     (run / "init" / "policy").mkdir(parents=True)
     (run / "init" / "policy" / "config.json").write_text("{}")
     assert policy_files.initial_policy_dir(str(model), run) == run / "init" / "policy"
+
+
+def test_a_built_in_prompt_set_with_a_bad_count_is_refused_before_anything_is_written(tmp_path):
+    config = load_config(small_config(tmp_path), ["data.path=builtin:synthetic:many",
+                                                   f"run_dir={tmp_path / 'run'}"])
+    with pytest.raises(ValueError, match="data.path=builtin:synthetic:many: 'many' is not a count of "
+                                         "prompts; expected builtin:synthetic"):
+        engine.run(config)
+    assert not (tmp_path / "run").exists()

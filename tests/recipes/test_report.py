@@ -46,7 +46,7 @@ def test_win_rate_table_is_square_with_half_on_the_diagonal():
 
 
 def test_demo_in_a_smaller_setting_writes_the_report(tmp_path, capsys):
-    config_path = small_config(tmp_path, sppo={"iterations": 3}, data={"builtin_prompts": 80},
+    config_path = small_config(tmp_path, sppo={"iterations": 3}, data={"path": "builtin:synthetic:80"},
                                eval={"prompts": 8, "samples_per_prompt": 2,
                                      "second_judge": {"kind": "synthetic"}, "average_iterates": True,
                                      "saturation_threshold": 0.5,

@@ -121,7 +121,7 @@ def test_a_truncated_artifact_is_never_read_as_finished(finished_run, tmp_path):
     ("model.path=/nowhere/model", "model.path=/nowhere/model: no config.json there; expected a local"),
     ("data.path=/nowhere/prompts.jsonl", "data.path=/nowhere/prompts.jsonl: does not exist; expected a"),
     ("judge.kind=pairrm", "judge.path=None: does not exist; the pairrm judge needs a local PairRM"),
-    ("data.builtin_prompts=9", "9 prompts: after 8 held out for evaluation, 1 are left, too few for 2"),
+    ("data.path=builtin:synthetic:9", "9 prompts: after 8 held out for evaluation, 1 are left, too few for 2"),
     ("sppo.losss=dpo", "unknown key 'sppo.losss'"),
 ])
 def test_bad_runs_fail_with_a_clear_message(tmp_path, capsys, override, message):

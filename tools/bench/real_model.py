@@ -22,7 +22,7 @@ examples and our seconds compilation included (tools/bench/recipe.py's bench_ite
                                      [--model-dir DIR] [--override KEY=VALUE ...]
 
 `--model-dir` reuses an imported SmolLM2 directory (the import case is then skipped); `--override`
-changes the iteration's config, e.g. `--override data.builtin_prompts=24 --override eval.prompts=8
+changes the iteration's config, e.g. `--override data.path=builtin:arithmetic:24 --override eval.prompts=8
 --override sampling.max_new_tokens=8` for a quick look.
 """
 
@@ -96,10 +96,12 @@ def iteration_config(model_dir, run_dir, overrides):
     """configs/smollm2_sppo.yaml (read now, with `overrides`) cut to its first iteration on the same
     prompts as the full run's, on model_dir, without the report's second judge."""
     from nash_jax.config import load_config
+    from nash_jax.tasks import builtin_prompt_set
 
     full = load_config(CONFIG, overrides)
+    _, prompts = builtin_prompt_set(full.data.path)
     per_iteration = (full.data.prompts_per_iteration
-                     or (full.data.builtin_prompts - full.eval.prompts) // full.sppo.iterations)
+                     or (prompts - full.eval.prompts) // full.sppo.iterations)
     return load_config(CONFIG, [*overrides, f"model.path={model_dir}", f"run_dir={run_dir}",
                                 "sppo.iterations=1", f"data.prompts_per_iteration={per_iteration}",
                                 "eval.second_judge=null"])

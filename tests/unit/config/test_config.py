@@ -303,3 +303,38 @@ def test_plan_refuses_a_recipe_without_a_step_to_plan(tmp_path):
         RECIPES.pop("no_plan")
         config_recipes._RECIPES.pop("no_plan")
         config_recipes.run_config_type.cache_clear()
+
+
+def test_a_built_in_prompt_sets_count_is_part_of_its_path():
+    from nash_jax.tasks import builtin_prompt_set
+
+    assert builtin_prompt_set("builtin:synthetic") == ("builtin:synthetic", 1024)
+    assert builtin_prompt_set("builtin:arithmetic:352") == ("builtin:arithmetic", 352)
+    assert builtin_prompt_set("prompts.jsonl") is None and builtin_prompt_set("data/a:b:7") is None
+    for bad in ("builtin:arithmetic:0", "builtin:arithmetic:many", "builtin:arithmetic:"):
+        with pytest.raises(ValueError, match=r"is not a count of prompts; expected builtin:arithmetic "
+                                             r"\(1024 prompts\) or builtin:arithmetic:N with N ≥ 1"):
+            builtin_prompt_set(bad)
+    # a prompt file of one's own replaces the built-in set and its count: nothing is left unread
+    config = load_config(CONFIGS / "smollm2_sppo.yaml", ["data.path=prompts.jsonl"])
+    assert config.data.path == "prompts.jsonl" and "builtin_prompts" not in to_dict(config)["data"]
+
+
+def test_the_former_data_builtin_prompts_moves_into_the_path_or_is_refused(tmp_path):
+    from nash_jax.config.loader import MovedField
+
+    values = yaml.safe_load((CONFIGS / "smollm2_sppo.yaml").read_text())
+    values["data"] = {**values["data"], "path": "builtin:arithmetic", "builtin_prompts": 352}
+    old = tmp_path / "old.yaml"
+    old.write_text(yaml.safe_dump(values))
+    with pytest.warns(MovedField, match="data.builtin_prompts=352 is now part of data.path: "
+                                        "data.path=builtin:arithmetic:352"):
+        assert load_config(old) == load_config(CONFIGS / "smollm2_sppo.yaml")
+    with pytest.raises(ValueError, match="data.builtin_prompts=352: nothing reads it with "
+                                         "data.path=prompts.jsonl .*; leave it unset"):
+        load_config(old, ["data.path=prompts.jsonl"])
+    # what every earlier run directory's config.yaml holds: the old default, dropped without a word
+    values["data"]["builtin_prompts"] = 1024
+    old.write_text(yaml.safe_dump(values))
+    assert load_config(old, ["data.path=prompts.jsonl"]).data.path == "prompts.jsonl"
+    assert load_config(old).data.path == "builtin:arithmetic"
