@@ -38,7 +38,7 @@ def saved_run_config(run_dir, overrides=()):
                              "other keys change what the run trained (start a new run_dir instead)")
     saved = config_lib.read_yaml(path)
     try:
-        config = config_lib.build_run_config(config_lib.apply_overrides(saved, overrides))
+        config = config_lib.build_run_config(config_lib.apply_overrides(saved, overrides), saved=True)
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from None
     for text in overrides:  # before anything is written: an option the run's report ignores

@@ -17,11 +17,11 @@ from nash_jax.config.loader import (RESULT_NEUTRAL, apply_overrides, build, buil
                                     normalised, parse_override, read_yaml, to_dict, to_yaml)
 from nash_jax.config.recipes import (ENTRY_POINT_GROUP, discover_recipes, recipe_names, register_recipe,
                                      run_config_type)
-from nash_jax.config.sections import (BUILTIN_SYNTHETIC, REPORT_ONLY_EVAL_FIELDS, DataConfig, EvalConfig,
+from nash_jax.config.sections import (BUILTIN_SYNTHETIC, builtin_path_parts, REPORT_ONLY_EVAL_FIELDS, DataConfig, EvalConfig,
                                       JudgeConfig, LoggingConfig, LoraConfig, MeshConfig, ModelConfig,
                                       OptimizerConfig, RunConfig, SamplingConfig, TrainConfig, WarmStartConfig)
 
-__all__ = ["AT_LEAST_1", "BUILTIN_SYNTHETIC", "DataConfig", "ENTRY_POINT_GROUP", "EvalConfig", "JudgeConfig",
+__all__ = ["AT_LEAST_1", "BUILTIN_SYNTHETIC", "builtin_path_parts", "DataConfig", "ENTRY_POINT_GROUP", "EvalConfig", "JudgeConfig",
            "LoggingConfig", "LoraConfig", "MeshConfig", "ModelConfig", "NON_NEGATIVE", "OptimizerConfig", "POSITIVE",
            "PROBABILITY", "REPORT_ONLY_EVAL_FIELDS", "RESULT_NEUTRAL", "Range", "RunConfig", "SamplingConfig",
            "TrainConfig", "WarmStartConfig", "apply_overrides", "build", "build_run_config",

@@ -14,7 +14,7 @@ import yaml
 from nash_jax.config.domains import check_choice
 from nash_jax.config.recipes import (check_reads, check_sections, renamed, discover_recipes, recipe_names, run_config_type,
                                      section_names)
-from nash_jax.config.sections import BUILTIN_SYNTHETIC
+from nash_jax.config.sections import BUILTIN_SYNTHETIC, builtin_path_parts
 from nash_jax.config.yaml_files import safe_load_unique
 
 
@@ -173,13 +173,14 @@ def load_config(path, overrides=()):
         raise ValueError(f"{path}: {err}") from None
 
 
-def build_run_config(values):
-    """The run config of a dict (a YAML file's): its `imports` imported, its recipe checked."""
+def build_run_config(values, saved=False):
+    """The run config of a dict (a YAML file's: one a user wrote, or a run directory's `saved` one):
+    its `imports` imported, its recipe checked."""
     imports = values.get("imports") or []
     if not isinstance(imports, list) or not all(isinstance(m, str) for m in imports):
         raise ValueError(f"imports={imports!r}; expected a list of module names")
     discover_recipes(imports)
-    values = builtin_count_in_path(renamed(values))
+    values = builtin_count_in_path(renamed(values), saved)
     recipe = values.get("recipe")
     if recipe is None:
         raise ValueError(f"recipe: missing; expected one of {recipe_names()}")
@@ -197,24 +198,29 @@ class MovedField(UserWarning):
 _OLD_BUILTIN_PROMPTS = 1024  # data.builtin_prompts' default while it was a field of its own
 
 
-def builtin_count_in_path(values):
+def builtin_count_in_path(values, saved=False):
     """`values` with a data.builtin_prompts of before (the count of a built-in prompt set, now part of
-    data.path: builtin:arithmetic:352) moved into data.path; ValueError where data.path is a prompt
-    set of one's own and the count was set, since nothing would read it."""
+    data.path: builtin:arithmetic:352) moved into a bare built-in data.path. A config one writes gets a
+    warning for that, and a ValueError where data.path already gives a count or is a prompt set of
+    one's own (nothing would read it). A run directory's saved config (`saved`) held every field
+    whatever the path, so there the count is dropped, without a word, wherever it was never read."""
     data = values.get("data")
     if not isinstance(data, dict) or "builtin_prompts" not in data:
         return values
     data = dict(data)
     count, path = data.pop("builtin_prompts"), str(data.get("path", BUILTIN_SYNTHETIC))
-    builtin = path.startswith("builtin:") and path.count(":") == 1
-    if builtin and count != _OLD_BUILTIN_PROMPTS:
-        data["path"] = f"{path}:{count}"
-        warnings.warn(f"data.builtin_prompts={count} is now part of data.path: data.path={data['path']}",
-                      MovedField, stacklevel=3)
-    elif not builtin and count != _OLD_BUILTIN_PROMPTS:
-        raise ValueError(f"data.builtin_prompts={count}: nothing reads it with data.path={path} (the "
-                         "count of a built-in prompt set is part of data.path now, e.g. "
-                         "builtin:arithmetic:352); leave it unset")
+    name, given = builtin_path_parts(path) or (None, None)
+    if name and given is None:
+        data["path"] = name if count == _OLD_BUILTIN_PROMPTS else f"{name}:{count}"
+        if not saved:
+            warnings.warn(f"data.builtin_prompts={count} is now part of data.path: "
+                          f"data.path={data['path']}", MovedField, stacklevel=4)
+    elif not saved and name:
+        raise ValueError(f"data.builtin_prompts={count}: the count of a built-in prompt set is part of "
+                         f"data.path now (data.path={path}); set data.path={name}:{count} instead")
+    elif not saved:
+        raise ValueError(f"data.builtin_prompts={count}: nothing reads it with data.path={path} (a "
+                         "prompt set of your own); leave it unset")
     return {**values, "data": data}
 
 
@@ -226,7 +232,7 @@ def normalised(values):
         discover_recipes(values.get("imports") or [])
         values = renamed(values)
         _, others = section_names(values.get("recipe"))
-        values = to_dict(build_run_config({k: v for k, v in values.items() if k not in others}))
+        values = to_dict(build_run_config({k: v for k, v in values.items() if k not in others}, saved=True))
     except (ValueError, TypeError):
         return None
     return {k: v for k, v in values.items() if k not in RESULT_NEUTRAL}

@@ -5,6 +5,7 @@ key and value against these types and domains.
 """
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -13,6 +14,14 @@ from nash_jax.config.domains import (AT_LEAST_1, NON_NEGATIVE, POSITIVE, PROBABI
 from nash_jax.train.optim import OPTIMIZERS, SCHEDULES
 
 BUILTIN_SYNTHETIC = "builtin:synthetic"  # model/data path of the shipped synthetic task
+_BUILTIN_PATH = re.compile(r"(builtin:[^:]+)(?::([^:]*))?")
+
+
+def builtin_path_parts(path):
+    """(name, count text or None) of a `builtin:NAME` or `builtin:NAME:COUNT` path, else None: the
+    syntax only (nash_jax.tasks.builtin_prompt_set says which names exist and checks the count)."""
+    match = _BUILTIN_PATH.fullmatch(str(path))
+    return (match.group(1), match.group(2)) if match else None
 
 
 LORA_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")

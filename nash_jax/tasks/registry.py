@@ -22,6 +22,7 @@ Modules of the task families are imported only when a run uses them.
 """
 
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,12 +82,14 @@ BUILTIN_PROMPT_COUNT = 1024  # prompts a built-in set draws when data.path gives
 def builtin_prompt_set(path):
     """(name, count) of data.path=`path` when it names a built-in prompt set (`builtin:NAME` or
     `builtin:NAME:COUNT`), else None; ValueError for a built-in name with a count that is not one."""
-    if str(path) in BUILTIN_PROMPTS:
-        return str(path), BUILTIN_PROMPT_COUNT
-    name, _, count = str(path).rpartition(":")
+    from nash_jax.config import builtin_path_parts
+
+    name, count = builtin_path_parts(path) or (None, None)
     if name not in BUILTIN_PROMPTS:
         return None
-    if not count.isdigit() or int(count) < 1:
+    if count is None:
+        return name, BUILTIN_PROMPT_COUNT
+    if not re.fullmatch(r"[1-9][0-9]*", count):
         raise ValueError(f"data.path={path}: {count!r} is not a count of prompts; expected {name} "
                          f"({BUILTIN_PROMPT_COUNT} prompts) or {name}:N with N ≥ 1")
     return name, int(count)

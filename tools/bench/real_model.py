@@ -99,9 +99,13 @@ def iteration_config(model_dir, run_dir, overrides):
     from nash_jax.tasks import builtin_prompt_set
 
     full = load_config(CONFIG, overrides)
-    _, prompts = builtin_prompt_set(full.data.path)
-    per_iteration = (full.data.prompts_per_iteration
-                     or (prompts - full.eval.prompts) // full.sppo.iterations)
+    per_iteration = full.data.prompts_per_iteration
+    if per_iteration is None:  # the built-in set's count, split as the full run splits it
+        if builtin_prompt_set(full.data.path) is None:
+            raise ValueError(f"data.path={full.data.path}: a prompt set of your own; give "
+                             "--override data.prompts_per_iteration=N as well")
+        _, prompts = builtin_prompt_set(full.data.path)
+        per_iteration = (prompts - full.eval.prompts) // full.sppo.iterations
     return load_config(CONFIG, [*overrides, f"model.path={model_dir}", f"run_dir={run_dir}",
                                 "sppo.iterations=1", f"data.prompts_per_iteration={per_iteration}",
                                 "eval.second_judge=null"])

@@ -2,8 +2,8 @@
 
 Sixteen hand-written training repositories are too few for a tiny model to learn a repair it can
 carry to unseen code; a distribution of repositories is not. Each generated repository is one module of
-`functions` one-line integer functions whose name says what they compute (`add_3`, `above_7`,
-`mod_4`, ...) and its pytest file, one test per function, whose asserts catch every one-token mutant
+`functions` one-line integer functions, by default named for what they compute (`add_3`, `above_7`,
+`mod_4`, ...), and its pytest file, one test per function, whose asserts catch every one-token mutant
 of the function (tasks.code.mutations: the operator flipped, the constant moved by one, the value
 replaced by None):
 
@@ -21,10 +21,10 @@ with descriptive names for the same seed; only their names differ.
 
 A function is a (family, constant) pair, the constant from 2 to `max_constant` (9 by default). The
 pairs are split once, by a fixed hash, into those the `train` split draws from and those the `heldout`
-split draws from, so no held-out function's text occurs in a training repository: a held-out repair
-has to compose the family's operator and the constant of the function's name, not recall a line it
-was trained on. With a larger `max_constant` a training repository's functions are mostly ones a
-model has not seen either, so that repairing them, too, takes copying the constant from the name.
+split draws from, so no held-out function's body occurs in a training repository: a held-out repair
+has to compose the family's operator and the constant (from a descriptive name, or from the asserts),
+not recall a line it was trained on. With a larger `max_constant` a training repository's functions
+are mostly ones a model has not seen either, so that repairing them, too, takes finding the constant.
 
     write_repositories(folder, "train", n=48, seed=0)   # [Path of folder/gen_train_000, ...]
 """
@@ -99,7 +99,8 @@ def covering_test(source, line):
 
 
 def repository_files(split, index, seed, functions=3, max_constant=MAX_CONSTANT, names="descriptive"):
-    """{relative path: text} of repository `index` of `split` for `seed`."""
+    """{relative path: text} of repository `index` of `split` for `seed`, its functions named
+    `names` ("descriptive": add_3; "opaque": a word)."""
     if split not in SPLITS:
         raise ValueError(f"generated repositories: split {split!r}; expected one of {', '.join(SPLITS)}")
     if names not in NAMINGS:

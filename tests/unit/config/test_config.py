@@ -311,7 +311,8 @@ def test_a_built_in_prompt_sets_count_is_part_of_its_path():
     assert builtin_prompt_set("builtin:synthetic") == ("builtin:synthetic", 1024)
     assert builtin_prompt_set("builtin:arithmetic:352") == ("builtin:arithmetic", 352)
     assert builtin_prompt_set("prompts.jsonl") is None and builtin_prompt_set("data/a:b:7") is None
-    for bad in ("builtin:arithmetic:0", "builtin:arithmetic:many", "builtin:arithmetic:"):
+    for bad in ("builtin:arithmetic:0", "builtin:arithmetic:many", "builtin:arithmetic:",
+                "builtin:arithmetic:0352", "builtin:arithmetic:\u00b2"):
         with pytest.raises(ValueError, match=r"is not a count of prompts; expected builtin:arithmetic "
                                              r"\(1024 prompts\) or builtin:arithmetic:N with N ≥ 1"):
             builtin_prompt_set(bad)
@@ -330,11 +331,24 @@ def test_the_former_data_builtin_prompts_moves_into_the_path_or_is_refused(tmp_p
     with pytest.warns(MovedField, match="data.builtin_prompts=352 is now part of data.path: "
                                         "data.path=builtin:arithmetic:352"):
         assert load_config(old) == load_config(CONFIGS / "smollm2_sppo.yaml")
-    with pytest.raises(ValueError, match="data.builtin_prompts=352: nothing reads it with "
-                                         "data.path=prompts.jsonl .*; leave it unset"):
+    with pytest.raises(ValueError, match=r"data.builtin_prompts=352: nothing reads it with "
+                                         r"data.path=prompts.jsonl \(a prompt set of your own\); leave it unset"):
         load_config(old, ["data.path=prompts.jsonl"])
-    # what every earlier run directory's config.yaml holds: the old default, dropped without a word
-    values["data"]["builtin_prompts"] = 1024
-    old.write_text(yaml.safe_dump(values))
-    assert load_config(old, ["data.path=prompts.jsonl"]).data.path == "prompts.jsonl"
-    assert load_config(old).data.path == "builtin:arithmetic"
+    with pytest.raises(ValueError, match="set data.path=builtin:arithmetic:352 instead"):
+        load_config(old, ["data.path=builtin:arithmetic:24"])
+
+
+@pytest.mark.parametrize("path, count", [("prompts.jsonl", 352), ("builtin:arithmetic", 1024),
+                                         ("builtin:arithmetic", 352), ("builtin:arithmetic:24", 1024)])
+def test_a_run_directorys_config_of_before_still_reads_and_matches(path, count, recwarn):
+    """Every field was saved, builtin_prompts too, whatever data.path was (the quickstart's
+    data.path=prompts.jsonl over smollm2_sppo.yaml saved 352): such a run still resumes and reports."""
+    from nash_jax.config import build_run_config, normalised
+
+    today = to_dict(load_config(CONFIGS / "smollm2_sppo.yaml", [f"data.path={path}"]))
+    before = {**today, "data": {**today["data"], "builtin_prompts": count}}
+    if path == "builtin:arithmetic" and count != 1024:  # the count lived in its own field then
+        before["data"]["path"], today["data"]["path"] = path, f"{path}:{count}"
+    assert normalised(before) == normalised(today) is not None
+    assert to_dict(build_run_config(before, saved=True)) == today
+    assert not [w for w in recwarn if "builtin_prompts" in str(w.message)]

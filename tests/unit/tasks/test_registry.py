@@ -42,8 +42,8 @@ def test_tiny_llama_values_make_a_llama_of_four_heads_over_two_kv_heads():
 
 @pytest.mark.parametrize("name", sorted(registry.BUILTIN_PROMPTS))
 def test_each_builtin_prompt_set_draws_its_prompts_by_seed(name):
-    first = registry.builtin_prompt_texts(name, 5, seed=1)
-    assert len(first) == 5 and first == registry.builtin_prompt_texts(name, 5, seed=1)
+    first = registry.builtin_prompt_texts(f"{name}:5", seed=1)
+    assert len(first) == 5 and first == registry.builtin_prompt_texts(f"{name}:5", seed=1)
 
 
 @pytest.mark.parametrize("name", sorted(registry.PROPOSER_SOLVER_TASKS))
