@@ -100,11 +100,12 @@ def iteration_config(model_dir, run_dir, overrides):
 
     full = load_config(CONFIG, overrides)
     per_iteration = full.data.prompts_per_iteration
+    builtin = builtin_prompt_set(full.data.path)
     if per_iteration is None:  # the built-in set's count, split as the full run splits it
-        if builtin_prompt_set(full.data.path) is None:
+        if builtin is None:
             raise ValueError(f"data.path={full.data.path}: a prompt set of your own; give "
                              "--override data.prompts_per_iteration=N as well")
-        _, prompts = builtin_prompt_set(full.data.path)
+        _, prompts = builtin
         per_iteration = (prompts - full.eval.prompts) // full.sppo.iterations
     return load_config(CONFIG, [*overrides, f"model.path={model_dir}", f"run_dir={run_dir}",
                                 "sppo.iterations=1", f"data.prompts_per_iteration={per_iteration}",
