@@ -45,6 +45,7 @@ def train_loop(run, stage, *, state, total, work, checkpoint_every, batches=None
         pending = None
         with runs.training_loop_running():
             for step in range(start, total):
+                log.begin(step + 1)  # unless a checkpoint began it (its save is this step's)
                 state, extra, metrics = work(step, state, extra,
                                              next(batches) if batches is not None else None)
                 if pending is not None:
@@ -54,6 +55,7 @@ def train_loop(run, stage, *, state, total, work, checkpoint_every, batches=None
                 if stop or ((step + 1) % checkpoint_every == 0 and step + 1 < total):
                     log(*pending)
                     pending = None
+                    log.begin(step + 2)
                     runs.save_checkpoint(manager, step + 1, {"state": state, **extra}, {
                         "data": batches.get_state() if batches is not None else None,
                         "skipped": log.skipped})
@@ -79,18 +81,23 @@ def _agreed(flag):
 
 
 class _StepLog:
-    """Fetches and logs steps' metrics (step_s: wall time since the previous step's arrived), and
-    stops the run once too many steps were skipped as non-finite."""
+    """Fetches and logs steps' metrics, and stops the run once too many steps were skipped as
+    non-finite. A step's step_s is the wall time from its start to the next step's start, or, where no
+    next step has started (the last, or one that checkpoints), to its metrics' arrival; a checkpoint's
+    save, written after its step's metrics, is charged to the step after it. (With the logging a step
+    behind, the time between two arrivals gave the first step two steps' work and the last none.)"""
 
     def __init__(self, run, stage, bar, max_skipped):
         self.run, self.stage, self.bar, self.max_skipped = run, stage, bar, max_skipped
-        self.skipped, self.last = 0, time.perf_counter()
+        self.skipped, self.started = 0, {}
+
+    def begin(self, step):
+        self.started.setdefault(step, time.perf_counter())
 
     def __call__(self, step, metrics):
         metrics = jax.device_get(metrics)
-        now = time.perf_counter()
-        self.run.log_metrics(self.stage, step, {**metrics, "step_s": now - self.last})
-        self.last = now
+        end = self.started.get(step + 1, time.perf_counter())
+        self.run.log_metrics(self.stage, step, {**metrics, "step_s": end - self.started.pop(step)})
         self.bar.update(1)
         if "loss" in metrics:  # a step with an empty batch trained nothing
             self.bar.set_postfix(loss=f"{float(metrics['loss']):.4g}")
