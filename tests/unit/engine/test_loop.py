@@ -11,8 +11,8 @@ from nash_jax import runs
 from nash_jax.engine.loop import train_loop
 from nash_jax.runs import RunDir
 
-SLEEP_S = [0.2, 0.8, 0.4, 1.0]  # each step's host work, none alike, so a shift shows
-SLACK_S = 0.15  # logging, a checkpoint, a loaded machine
+SLEEP_S = [0.3, 1.2, 0.6, 1.5]  # each step's host work, none alike, so a shift shows
+SLACK_S = 0.25  # logging, a checkpoint, a loaded machine
 
 
 def step_times(tmp_path, checkpoint_every):
